@@ -1,0 +1,48 @@
+# datafusion-lance: every command CI runs is a target here.
+.DEFAULT_GOAL := help
+CARGO ?= cargo
+DEMO_DIR ?= target/demo
+
+.PHONY: help protoc run build test lint fmt check-fmt clippy unit slt slt-complete bench doc
+
+help: ## Show this help
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
+
+protoc: ## Install protoc if missing (apt-get as root; otherwise explain)
+	@.ci/ensure-protoc.sh
+
+run: protoc ## Build, create a demo Lance dataset under target/demo, run examples/demo.sql
+	$(CARGO) build --bin lance-sql
+	$(CARGO) run --example make_demo -- $(DEMO_DIR)
+	$(CARGO) run --bin lance-sql -- --format table -f examples/demo.sql
+
+build: protoc ## Build the library and the lance-sql CLI
+	$(CARGO) build --bins
+
+test: protoc check-fmt clippy unit ## Everything CI runs: fmt check, clippy, unit + integration tests, sqllogictests
+
+lint: protoc check-fmt clippy ## fmt check and clippy -D warnings
+
+fmt: ## Format the code
+	$(CARGO) fmt --all
+
+check-fmt: ## Check formatting
+	$(CARGO) fmt --all -- --check
+
+clippy: protoc ## Clippy on every target, warnings are errors
+	$(CARGO) clippy --all-targets -- -D warnings
+
+unit: protoc ## Unit tests, integration tests and the sqllogictest suite
+	$(CARGO) test
+
+slt: protoc ## Only the sqllogictest suite (make slt F=scan/filters to filter)
+	$(CARGO) test --test sqllogictests -- $(F)
+
+slt-complete: protoc ## Regenerate expected output of .slt files (F=... to filter)
+	$(CARGO) test --test sqllogictests -- --complete $(F)
+
+bench: protoc ## Release benchmarks; prints the tables quoted in README.md
+	$(CARGO) bench --bench read
+
+doc: protoc ## API docs, warnings are errors
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps

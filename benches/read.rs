@@ -1,0 +1,3 @@
+//! Read-path benchmark (placeholder).
+
+fn main() {}

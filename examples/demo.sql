@@ -1,0 +1,32 @@
+-- The demo script run by `make run` (lance-sql -f examples/demo.sql).
+CREATE EXTERNAL TABLE lineitem STORED AS LANCE LOCATION 'target/demo/lineitem.lance';
+
+-- Row count straight from the manifest.
+SELECT count(*) AS rows FROM lineitem;
+
+-- TPC-H Q6-like: filters and projection pushed into the Lance scan.
+SELECT sum(l_extendedprice * l_discount) AS revenue
+FROM lineitem
+WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01'
+  AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24;
+
+-- TPC-H Q1-like aggregation.
+SELECT l_returnflag, l_linestatus, count(*) AS n, sum(l_quantity) AS qty,
+       round(avg(l_extendedprice), 2) AS avg_price
+FROM lineitem
+GROUP BY l_returnflag, l_linestatus
+ORDER BY l_returnflag, l_linestatus;
+
+-- What the scan does: pinned version, partitions, pushed filter and limit.
+EXPLAIN SELECT l_orderkey, embedding FROM lineitem WHERE l_quantity > 49 LIMIT 3;
+
+-- Time travel: the version the tag 'first_load' points at.
+CREATE EXTERNAL TABLE lineitem_v1 STORED AS LANCE LOCATION 'target/demo/lineitem.lance'
+OPTIONS ('lance.tag' 'first_load');
+SELECT count(*) AS rows_at_first_load FROM lineitem_v1;
+
+-- Quoted paths work too.
+SELECT l_orderkey, embedding FROM 'target/demo/lineitem.lance' WHERE l_orderkey < 3 ORDER BY l_orderkey;
+
+-- The shared Lance session.
+SELECT * FROM lance_cache_stats();

@@ -1,0 +1,195 @@
+//! `lance-sql`: the DataFusion CLI with Lance tables built in.
+//!
+//! Behaves like `datafusion-cli` (REPL, `-c`, `-f`, `--format`, `-q`,
+//! `--maxrows`), with `STORED AS LANCE`, `lance.*` settings, quoted `.lance`
+//! paths and the Lance table functions available. Exits non-zero when any
+//! statement fails.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::logical_expr::ExplainFormat;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_cli::catalog::DynamicObjectStoreCatalog;
+use datafusion_cli::exec;
+use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
+use datafusion_cli::print_format::PrintFormat;
+use datafusion_cli::print_options::{MaxRows, PrintOptions};
+
+#[derive(Debug, Parser)]
+#[clap(
+    name = "lance-sql",
+    version,
+    about = "SQL over Lance datasets (DataFusion CLI + datafusion-lance)"
+)]
+struct Args {
+    /// Execute the given SQL statement(s), then exit.
+    #[clap(short = 'c', long, num_args = 0.., value_parser(parse_command))]
+    command: Vec<String>,
+
+    /// Execute the statements in these files, then exit.
+    #[clap(short, long, num_args = 0.., value_parser(parse_valid_file))]
+    file: Vec<String>,
+
+    /// Output format: table, csv, tsv, json, ndjson (or nd-json), automatic.
+    #[clap(long, default_value = "automatic", value_parser(parse_format))]
+    format: PrintFormat,
+
+    /// Print only results (no banner, no timing).
+    #[clap(short, long)]
+    quiet: bool,
+
+    /// Maximum rows shown in table format (a number or 'inf').
+    #[clap(long, default_value = "40")]
+    maxrows: MaxRows,
+
+    /// Rows per batch (datafusion.execution.batch_size).
+    #[clap(short = 'b', long)]
+    batch_size: Option<usize>,
+
+    /// Change to this directory before running (relative paths resolve from it).
+    #[clap(short = 'p', long)]
+    data_path: Option<String>,
+
+    /// Enable syntax highlighting in the REPL.
+    #[clap(long)]
+    color: bool,
+}
+
+fn parse_command(command: &str) -> std::result::Result<String, String> {
+    if command.trim().is_empty() {
+        Err("-c expects a non-empty SQL statement".to_string())
+    } else {
+        Ok(command.to_string())
+    }
+}
+
+fn parse_valid_file(path: &str) -> std::result::Result<String, String> {
+    if Path::new(path).is_file() {
+        Ok(path.to_string())
+    } else {
+        Err(format!("Invalid file '{path}'"))
+    }
+}
+
+fn parse_format(format: &str) -> std::result::Result<PrintFormat, String> {
+    match format.to_ascii_lowercase().as_str() {
+        "ndjson" => Ok(PrintFormat::NdJson),
+        other => other.parse(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match main_inner().await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the CLI; `Ok(false)` when a statement of a script failed.
+async fn main_inner() -> Result<bool> {
+    let args = Args::parse();
+    if let Some(dir) = &args.data_path {
+        std::env::set_current_dir(dir)?;
+    }
+    let mut options = datafusion::config::ConfigOptions::from_env()?;
+    if let Some(batch_size) = args.batch_size {
+        if batch_size == 0 {
+            return Err(DataFusionError::Configuration(
+                "batch size must be greater than 0".into(),
+            ));
+        }
+        options.execution.batch_size = batch_size;
+    }
+    if std::env::var_os("DATAFUSION_EXPLAIN_FORMAT").is_none() {
+        options.explain.format = ExplainFormat::Indent;
+    }
+    if std::env::var_os("DATAFUSION_FORMAT_NULL").is_none() {
+        options.format.null = String::from("NULL");
+    }
+    let config = SessionConfig::from(options).with_information_schema(true);
+
+    let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
+    let runtime = RuntimeEnvBuilder::new()
+        .with_object_store_registry(Arc::clone(&registry) as _)
+        .build_arc()?;
+    let ctx = SessionContext::new_with_config_rt(config, runtime);
+    datafusion_lance::register_lance(&ctx)?;
+    let ctx = datafusion_lance::enable_lance_url_tables(ctx);
+    ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
+        Arc::clone(ctx.state().catalog_list()),
+        ctx.state_weak_ref(),
+    )));
+
+    if !args.quiet {
+        println!("lance-sql (datafusion-lance {})", env!("CARGO_PKG_VERSION"));
+    }
+    let mut print_options = PrintOptions {
+        format: args.format,
+        quiet: args.quiet,
+        maxrows: args.maxrows,
+        color: args.color,
+        instrumented_registry: registry,
+    };
+
+    if args.command.is_empty() && args.file.is_empty() {
+        exec::exec_from_repl(&ctx, &mut print_options)
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        return Ok(true);
+    }
+    let mut ok = true;
+    for file in &args.file {
+        ok &= run_file(&ctx, file, &print_options).await?;
+    }
+    if !args.command.is_empty() {
+        exec::exec_from_commands(&ctx, args.command, &print_options).await?;
+    }
+    Ok(ok)
+}
+
+/// Runs a script statement by statement (a statement ends with `;` at the end
+/// of a line, as in `datafusion-cli`). A failing statement is reported on
+/// stderr and the script goes on; the exit status then reports the failure.
+async fn run_file(ctx: &SessionContext, path: &str, print_options: &PrintOptions) -> Result<bool> {
+    let reader = std::io::BufReader::new(std::fs::File::open(path)?);
+    let mut ok = true;
+    let mut statement = String::new();
+    for line in reader.lines() {
+        let line = line?;
+        if line.starts_with("--") || line.starts_with("#!") {
+            continue;
+        }
+        let line = line.trim_end();
+        statement.push_str(line);
+        if line.ends_with(';') {
+            ok &= run_statement(ctx, std::mem::take(&mut statement), print_options).await;
+        } else {
+            statement.push('\n');
+        }
+    }
+    if statement.contains(|c: char| !c.is_whitespace()) {
+        ok &= run_statement(ctx, statement, print_options).await;
+    }
+    Ok(ok)
+}
+
+async fn run_statement(ctx: &SessionContext, sql: String, print_options: &PrintOptions) -> bool {
+    match exec::exec_from_commands(ctx, vec![sql], print_options).await {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            false
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! Configuration: session settings (`SET lance.*`) and per-table `OPTIONS`.
+//!
+//! * [`LanceConfig`] is a DataFusion [`ConfigExtension`] with prefix `lance`:
+//!   `SET lance.batch_size = 4096`, `SHOW lance.batch_size` and
+//!   `information_schema.df_settings` all see it.
+//! * [`LanceTableOptions`] parses the `OPTIONS (...)` of
+//!   `CREATE EXTERNAL TABLE ... STORED AS LANCE`. Every key is `lance.`-prefixed;
+//!   unknown keys and bad values are errors naming the key. It is also registered
+//!   as a table-options extension so that `datafusion-cli`'s own validation of
+//!   `OPTIONS` accepts the `lance.` namespace.
+
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Display;
+use std::str::FromStr;
+
+use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
+use datafusion::error::Result as DFResult;
+
+use crate::error::{Error, Result};
+use crate::session::CacheBudgets;
+
+/// The namespace of every setting and table option of this crate.
+pub const PREFIX: &str = "lance";
+
+fn parse<T: FromStr>(key: &str, value: &str, what: &str) -> Result<T> {
+    value
+        .trim()
+        .parse::<T>()
+        .map_err(|_| Error::invalid_option(key, value, format!("expected {what}")))
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "on" | "yes" => Ok(true),
+        "false" | "0" | "off" | "no" => Ok(false),
+        _ => Err(Error::invalid_option(key, value, "expected true or false")),
+    }
+}
+
+fn entry(key: &str, value: impl Display, description: &'static str) -> ConfigEntry {
+    ConfigEntry {
+        key: format!("{PREFIX}.{key}"),
+        value: Some(value.to_string()),
+        description,
+    }
+}
+
+/// Session settings of this crate, set with `SET lance.<key> = <value>`.
+///
+/// | key | default | meaning |
+/// |---|---|---|
+/// | `batch_size` | 0 | rows per scanned batch; 0 = `datafusion.execution.batch_size` |
+/// | `scan_partitions` | 0 | maximum fragment groups (partitions) per scan; 0 = `datafusion.execution.target_partitions` |
+/// | `fragment_readahead` | 0 | fragments read concurrently per partition; 0 = Lance's default |
+/// | `batch_readahead` | 0 | batches decoded concurrently per partition; 0 = Lance's default (number of CPUs) |
+/// | `io_buffer_size` | 0 | bytes of I/O buffered per partition; 0 = Lance's default |
+/// | `pushdown_filters` | true | let Lance evaluate the filters it evaluates exactly like DataFusion |
+/// | `use_scalar_index` | true | let Lance answer pushed filters from scalar indices |
+/// | `metadata_cache_bytes` | 1 GiB | metadata cache budget of the shared Lance session |
+/// | `index_cache_bytes` | 6 GiB | index cache budget of the shared Lance session |
+///
+/// The two cache budgets select which process-wide shared Lance session the
+/// context uses: contexts with equal budgets share one session (and its cached
+/// manifests); changing a budget moves this context to the shared session of
+/// that size. Their defaults can be changed with the environment variables
+/// `DATAFUSION_LANCE_METADATA_CACHE_BYTES` and `DATAFUSION_LANCE_INDEX_CACHE_BYTES`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LanceConfig {
+    /// Rows per scanned batch; 0 uses `datafusion.execution.batch_size`.
+    pub batch_size: usize,
+    /// Maximum number of fragment groups per scan; 0 uses `target_partitions`.
+    pub scan_partitions: usize,
+    /// Fragments read concurrently per partition; 0 uses Lance's default.
+    pub fragment_readahead: usize,
+    /// Batches decoded concurrently per partition; 0 uses Lance's default.
+    pub batch_readahead: usize,
+    /// Bytes of I/O buffered per partition; 0 uses Lance's default.
+    pub io_buffer_size: u64,
+    /// Push exactly-evaluable filters into the Lance scan.
+    pub pushdown_filters: bool,
+    /// Let Lance use scalar indices for pushed filters.
+    pub use_scalar_index: bool,
+    /// Metadata cache budget (bytes) of the shared Lance session.
+    pub metadata_cache_bytes: usize,
+    /// Index cache budget (bytes) of the shared Lance session.
+    pub index_cache_bytes: usize,
+}
+
+impl Default for LanceConfig {
+    fn default() -> Self {
+        let budgets = CacheBudgets::from_env();
+        Self {
+            batch_size: 0,
+            scan_partitions: 0,
+            fragment_readahead: 0,
+            batch_readahead: 0,
+            io_buffer_size: 0,
+            pushdown_filters: true,
+            use_scalar_index: true,
+            metadata_cache_bytes: budgets.metadata_bytes,
+            index_cache_bytes: budgets.index_bytes,
+        }
+    }
+}
+
+impl LanceConfig {
+    /// The settings of a DataFusion session, or the defaults when the session
+    /// has no `lance` namespace registered.
+    pub fn from_options(options: &datafusion::config::ConfigOptions) -> Self {
+        options
+            .extensions
+            .get::<LanceConfig>()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The cache budgets these settings select.
+    pub fn cache_budgets(&self) -> CacheBudgets {
+        CacheBudgets {
+            metadata_bytes: self.metadata_cache_bytes,
+            index_bytes: self.index_cache_bytes,
+        }
+    }
+
+    fn set_key(&mut self, key: &str, value: &str) -> Result<()> {
+        let full = format!("{PREFIX}.{key}");
+        match key {
+            "batch_size" => self.batch_size = parse(&full, value, "a row count")?,
+            "scan_partitions" => self.scan_partitions = parse(&full, value, "a partition count")?,
+            "fragment_readahead" => {
+                self.fragment_readahead = parse(&full, value, "a fragment count")?
+            }
+            "batch_readahead" => self.batch_readahead = parse(&full, value, "a batch count")?,
+            "io_buffer_size" => self.io_buffer_size = parse(&full, value, "a byte count")?,
+            "pushdown_filters" => self.pushdown_filters = parse_bool(&full, value)?,
+            "use_scalar_index" => self.use_scalar_index = parse_bool(&full, value)?,
+            "metadata_cache_bytes" => {
+                self.metadata_cache_bytes = parse(&full, value, "a byte count")?
+            }
+            "index_cache_bytes" => self.index_cache_bytes = parse(&full, value, "a byte count")?,
+            _ => {
+                return Err(Error::UnknownOption {
+                    key: full,
+                    hint: format!(
+                        "; settings in the lance namespace are: {}",
+                        Self::default()
+                            .entries()
+                            .iter()
+                            .map(|e| e.key.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ExtensionOptions for LanceConfig {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn cloned(&self) -> Box<dyn ExtensionOptions> {
+        Box::new(self.clone())
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> DFResult<()> {
+        let key = key.strip_prefix("lance.").unwrap_or(key);
+        Ok(self.set_key(key, value)?)
+    }
+
+    fn entries(&self) -> Vec<ConfigEntry> {
+        vec![
+            entry(
+                "batch_size",
+                self.batch_size,
+                "Rows per scanned batch; 0 uses datafusion.execution.batch_size.",
+            ),
+            entry(
+                "scan_partitions",
+                self.scan_partitions,
+                "Maximum fragment groups (partitions) per scan; 0 uses datafusion.execution.target_partitions.",
+            ),
+            entry(
+                "fragment_readahead",
+                self.fragment_readahead,
+                "Fragments read concurrently per partition; 0 uses Lance's default.",
+            ),
+            entry(
+                "batch_readahead",
+                self.batch_readahead,
+                "Batches decoded concurrently per partition; 0 uses Lance's default.",
+            ),
+            entry(
+                "io_buffer_size",
+                self.io_buffer_size,
+                "Bytes of I/O buffered per partition; 0 uses Lance's default.",
+            ),
+            entry(
+                "pushdown_filters",
+                self.pushdown_filters,
+                "Let Lance evaluate filters whose semantics match DataFusion's exactly.",
+            ),
+            entry(
+                "use_scalar_index",
+                self.use_scalar_index,
+                "Let Lance answer pushed filters from scalar indices.",
+            ),
+            entry(
+                "metadata_cache_bytes",
+                self.metadata_cache_bytes,
+                "Metadata cache budget of the shared Lance session (contexts with equal budgets share one session).",
+            ),
+            entry(
+                "index_cache_bytes",
+                self.index_cache_bytes,
+                "Index cache budget of the shared Lance session (contexts with equal budgets share one session).",
+            ),
+        ]
+    }
+}
+
+impl ConfigExtension for LanceConfig {
+    const PREFIX: &'static str = PREFIX;
+}
+
+/// Which version of a table a provider reads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum VersionSpec {
+    /// The latest version, resolved once per query at planning time.
+    #[default]
+    Latest,
+    /// A fixed version number.
+    Version(u64),
+    /// The version a tag points to (resolved when the table is registered).
+    Tag(String),
+}
+
+impl VersionSpec {
+    /// True for [`VersionSpec::Latest`].
+    pub fn is_latest(&self) -> bool {
+        matches!(self, VersionSpec::Latest)
+    }
+}
+
+impl Display for VersionSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VersionSpec::Latest => write!(f, "latest"),
+            VersionSpec::Version(v) => write!(f, "version {v}"),
+            VersionSpec::Tag(t) => write!(f, "tag '{t}'"),
+        }
+    }
+}
+
+/// Per-table options given in `CREATE EXTERNAL TABLE ... OPTIONS (...)`.
+///
+/// | key | meaning |
+/// |---|---|
+/// | `lance.version` | read this version number (the table becomes pinned) |
+/// | `lance.tag` | read the version this tag points to (pinned) |
+/// | `lance.storage.<name>` | a Lance storage option, e.g. `lance.storage.aws_region`; values are treated as secrets and never displayed |
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct LanceTableOptions {
+    /// The version to read.
+    pub version: VersionSpec,
+    /// Storage options handed to Lance's object store (credentials, endpoints).
+    pub storage_options: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for LanceTableOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Storage option values are secrets: show the keys only.
+        f.debug_struct("LanceTableOptions")
+            .field("version", &self.version)
+            .field(
+                "storage_options",
+                &self.storage_options.keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl LanceTableOptions {
+    /// Parses the `OPTIONS` of a `CREATE EXTERNAL TABLE` statement.
+    ///
+    /// Keys arrive lowercased; unprefixed keys arrive as `format.<key>` (a
+    /// DataFusion convention) and are rejected with a hint to use `lance.<key>`.
+    pub fn from_options(options: &HashMap<String, String>) -> Result<Self> {
+        let mut parsed = Self::default();
+        let mut keys: Vec<_> = options.keys().collect();
+        keys.sort();
+        for key in keys {
+            parsed.set_key(key, &options[key])?;
+        }
+        Ok(parsed)
+    }
+
+    fn set_key(&mut self, key: &str, value: &str) -> Result<()> {
+        let Some(name) = key.strip_prefix("lance.") else {
+            let bare = key.strip_prefix("format.").unwrap_or(key);
+            return Err(Error::UnknownOption {
+                key: bare.to_string(),
+                hint: format!(
+                    " for STORED AS LANCE; Lance options are prefixed, e.g. 'lance.{bare}' (known: {})",
+                    KNOWN_TABLE_OPTIONS.join(", ")
+                ),
+            });
+        };
+        if let Some(storage_key) = name.strip_prefix("storage.") {
+            if storage_key.is_empty() {
+                return Err(Error::invalid_option(key, "", "empty storage option name"));
+            }
+            self.storage_options
+                .insert(storage_key.to_string(), value.to_string());
+            return Ok(());
+        }
+        match name {
+            "version" => {
+                let v: u64 = parse(key, value, "a version number (1, 2, ...)")?;
+                if v == 0 {
+                    return Err(Error::invalid_option(
+                        key,
+                        value,
+                        "Lance versions start at 1",
+                    ));
+                }
+                self.pin(key, VersionSpec::Version(v))
+            }
+            "tag" => {
+                if value.trim().is_empty() {
+                    return Err(Error::invalid_option(key, value, "empty tag name"));
+                }
+                self.pin(key, VersionSpec::Tag(value.trim().to_string()))
+            }
+            _ => Err(Error::UnknownOption {
+                key: key.to_string(),
+                hint: format!(
+                    " for STORED AS LANCE (known: {})",
+                    KNOWN_TABLE_OPTIONS.join(", ")
+                ),
+            }),
+        }
+    }
+
+    fn pin(&mut self, key: &str, spec: VersionSpec) -> Result<()> {
+        if !self.version.is_latest() {
+            return Err(Error::invalid_option(
+                key,
+                spec.to_string(),
+                "'lance.version' and 'lance.tag' cannot both be given",
+            ));
+        }
+        self.version = spec;
+        Ok(())
+    }
+}
+
+const KNOWN_TABLE_OPTIONS: &[&str] = &["lance.version", "lance.tag", "lance.storage.<name>"];
+
+impl ExtensionOptions for LanceTableOptions {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+
+    fn cloned(&self) -> Box<dyn ExtensionOptions> {
+        Box::new(self.clone())
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> DFResult<()> {
+        // DataFusion hands table-option extensions the full key ("lance.x").
+        let key = if key.starts_with("lance.") {
+            key.to_string()
+        } else {
+            format!("lance.{key}")
+        };
+        Ok(self.set_key(&key, value)?)
+    }
+
+    fn entries(&self) -> Vec<ConfigEntry> {
+        let version = match &self.version {
+            VersionSpec::Version(v) => Some(v.to_string()),
+            _ => None,
+        };
+        let tag = match &self.version {
+            VersionSpec::Tag(t) => Some(t.clone()),
+            _ => None,
+        };
+        vec![
+            ConfigEntry {
+                key: "lance.version".into(),
+                value: version,
+                description: "Read this version of the table (pins the table).",
+            },
+            ConfigEntry {
+                key: "lance.tag".into(),
+                value: tag,
+                description: "Read the version this tag points to (pins the table).",
+            },
+        ]
+    }
+}
+
+impl ConfigExtension for LanceTableOptions {
+    const PREFIX: &'static str = PREFIX;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn table_options_parse_and_reject() {
+        let o = LanceTableOptions::from_options(&opts(&[
+            ("lance.version", "3"),
+            ("lance.storage.aws_region", "eu-west-1"),
+        ]))
+        .unwrap();
+        assert_eq!(o.version, VersionSpec::Version(3));
+        assert_eq!(o.storage_options["aws_region"], "eu-west-1");
+        assert!(!format!("{o:?}").contains("eu-west-1"));
+
+        let err = LanceTableOptions::from_options(&opts(&[("format.version", "3")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown option 'version'") && err.contains("'lance.version'"));
+
+        let err = LanceTableOptions::from_options(&opts(&[("lance.verison", "3")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown option 'lance.verison'"), "{err}");
+
+        let err = LanceTableOptions::from_options(&opts(&[("lance.version", "x")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("invalid value 'x' for option 'lance.version'"),
+            "{err}"
+        );
+
+        let err =
+            LanceTableOptions::from_options(&opts(&[("lance.version", "2"), ("lance.tag", "a")]))
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("cannot both be given"), "{err}");
+    }
+
+    #[test]
+    fn session_config_set_and_errors() {
+        let mut c = LanceConfig::default();
+        ExtensionOptions::set(&mut c, "batch_size", "1024").unwrap();
+        assert_eq!(c.batch_size, 1024);
+        let err = ExtensionOptions::set(&mut c, "batch_size", "-1")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("'lance.batch_size'"), "{err}");
+        let err = ExtensionOptions::set(&mut c, "nope", "1")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown option 'lance.nope'"), "{err}");
+    }
+}

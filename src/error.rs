@@ -1,0 +1,187 @@
+//! The crate's error type and its bridge into [`DataFusionError`].
+//!
+//! Every fallible function in this crate returns [`Result`]. Errors raised by
+//! Lance are kept as the `source` of [`Error::Lance`] (never stringified), so a
+//! caller holding a [`DataFusionError`] can walk the chain and downcast, for
+//! example to tell a commit conflict from a corrupt file.
+
+use datafusion::arrow::error::ArrowError;
+use datafusion::error::DataFusionError;
+
+/// A specialised `Result` for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors raised by `datafusion-lance`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Lance failed while doing `action` on the dataset at `uri`.
+    #[error("Lance error while {action} '{uri}': {source}")]
+    Lance {
+        /// What the crate was doing, e.g. "opening".
+        action: &'static str,
+        /// The dataset URI, with any credentials removed.
+        uri: String,
+        /// The error Lance returned.
+        #[source]
+        source: lance::Error,
+    },
+
+    /// No Lance dataset exists at `uri`.
+    #[error("no Lance dataset found at '{uri}'")]
+    DatasetNotFound {
+        /// The dataset URI.
+        uri: String,
+        /// The error Lance returned.
+        #[source]
+        source: lance::Error,
+    },
+
+    /// The requested version or tag does not exist in the dataset at `uri`.
+    #[error("{what} does not exist in the Lance dataset at '{uri}' (latest version: {latest})")]
+    VersionNotFound {
+        /// The dataset URI.
+        uri: String,
+        /// The version or tag asked for, e.g. "version 9".
+        what: String,
+        /// The dataset's latest version.
+        latest: u64,
+        /// The error Lance returned.
+        #[source]
+        source: lance::Error,
+    },
+
+    /// A table or session option key is not known.
+    #[error("unknown option '{key}'{hint}")]
+    UnknownOption {
+        /// The key as written by the user.
+        key: String,
+        /// An optional hint, starting with "; ".
+        hint: String,
+    },
+
+    /// An option was given a value it cannot take.
+    #[error("invalid value '{value}' for option '{key}': {reason}")]
+    InvalidOption {
+        /// The option key.
+        key: String,
+        /// The value as written by the user (never a secret: secret options are
+        /// reported without their value).
+        value: String,
+        /// Why the value is rejected.
+        reason: String,
+    },
+
+    /// The statement is valid SQL but cannot run against this table.
+    #[error("{message}")]
+    Unsupported {
+        /// What is not supported, naming the table or option.
+        message: String,
+    },
+
+    /// An Arrow error.
+    #[error(transparent)]
+    Arrow {
+        /// The Arrow error.
+        #[from]
+        source: ArrowError,
+    },
+
+    /// An error raised by DataFusion inside this crate.
+    #[error(transparent)]
+    DataFusion {
+        /// The DataFusion error.
+        #[from]
+        source: DataFusionError,
+    },
+}
+
+impl Error {
+    /// Wraps a Lance error raised while doing `action` on `uri`.
+    ///
+    /// "Dataset not found" errors become [`Error::DatasetNotFound`].
+    pub fn lance(action: &'static str, uri: &str, source: lance::Error) -> Self {
+        let uri = crate::session::redact_uri(uri);
+        match source {
+            lance::Error::DatasetNotFound { .. } => Self::DatasetNotFound { uri, source },
+            source => Self::Lance {
+                action,
+                uri,
+                source,
+            },
+        }
+    }
+
+    /// Shorthand for [`Error::InvalidOption`].
+    pub(crate) fn invalid_option(
+        key: impl Into<String>,
+        value: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self::InvalidOption {
+            key: key.into(),
+            value: value.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Unsupported`].
+    pub(crate) fn unsupported(message: impl Into<String>) -> Self {
+        Self::Unsupported {
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Error> for DataFusionError {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::DataFusion { source } => source,
+            Error::Arrow { source } => DataFusionError::ArrowError(Box::new(source), None),
+            e @ (Error::UnknownOption { .. } | Error::InvalidOption { .. }) => {
+                DataFusionError::Configuration(e.to_string())
+            }
+            e @ Error::Unsupported { .. } => DataFusionError::Plan(e.to_string()),
+            e => DataFusionError::External(Box::new(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lance_errors_stay_downcastable() {
+        let err = Error::lance(
+            "opening",
+            "/tmp/t.lance",
+            lance::Error::invalid_input("boom"),
+        );
+        let df: DataFusionError = err.into();
+        let DataFusionError::External(inner) = &df else {
+            panic!("expected External, got {df:?}");
+        };
+        let ours = inner.downcast_ref::<Error>().expect("our error inside");
+        assert!(matches!(
+            ours,
+            Error::Lance {
+                action: "opening",
+                ..
+            }
+        ));
+        let source = std::error::Error::source(ours).expect("lance source kept");
+        assert!(source.downcast_ref::<lance::Error>().is_some());
+    }
+
+    #[test]
+    fn option_errors_are_configuration_errors() {
+        let df: DataFusionError = Error::UnknownOption {
+            key: "lance.nope".into(),
+            hint: String::new(),
+        }
+        .into();
+        assert!(matches!(df, DataFusionError::Configuration(_)));
+        assert!(df.to_string().contains("unknown option 'lance.nope'"));
+    }
+}

@@ -1,0 +1,5 @@
+//! Physical plan nodes. One node per file.
+
+pub mod scan;
+
+pub use scan::LanceScanExec;

@@ -1,0 +1,381 @@
+//! [`LanceScanExec`]: reads one pinned Lance version, one fragment group per
+//! partition.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatchOptions;
+use datafusion::common::stats::Precision;
+use datafusion::common::{ColumnStatistics, Statistics, internal_err};
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::coop::make_cooperative;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::{StreamExt, TryStreamExt};
+use lance::Dataset;
+use lance_table::format::Fragment;
+
+use crate::error::Error;
+use crate::table::partition::live_rows;
+
+/// Scanner knobs, resolved from `lance.*` settings at planning time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanOptions {
+    /// Rows per batch.
+    pub batch_size: usize,
+    /// Fragments read concurrently (None = Lance's default).
+    pub fragment_readahead: Option<usize>,
+    /// Batches decoded concurrently (None = Lance's default).
+    pub batch_readahead: Option<usize>,
+    /// I/O buffer bytes (None = Lance's default).
+    pub io_buffer_size: Option<u64>,
+    /// Whether Lance may use scalar indices for the pushed filter.
+    pub use_scalar_index: bool,
+}
+
+/// Reads a pinned version of a Lance dataset. Partition `i` scans fragment
+/// group `i`; every partition reads the same version.
+///
+/// The node is plain data: table URI, version, fragments per partition,
+/// projected column names, the pushed filter and limit. The `Dataset` it holds
+/// is the in-process handle to that version.
+#[derive(Debug)]
+pub struct LanceScanExec {
+    dataset: Arc<Dataset>,
+    display_uri: String,
+    groups: Vec<Vec<Fragment>>,
+    columns: Vec<String>,
+    schema: SchemaRef,
+    filter: Option<Expr>,
+    limit: Option<usize>,
+    options: ScanOptions,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl LanceScanExec {
+    /// Creates a scan of `groups` (one partition each; no groups gives one
+    /// empty partition).
+    #[expect(clippy::too_many_arguments, reason = "plain-data node")]
+    pub(crate) fn new(
+        dataset: Arc<Dataset>,
+        display_uri: String,
+        groups: Vec<Vec<Fragment>>,
+        columns: Vec<String>,
+        schema: SchemaRef,
+        filter: Option<Expr>,
+        limit: Option<usize>,
+        options: ScanOptions,
+    ) -> Self {
+        let groups = if groups.is_empty() {
+            vec![Vec::new()]
+        } else {
+            groups
+        };
+        let properties = Arc::new(
+            PlanProperties::new(
+                EquivalenceProperties::new(Arc::clone(&schema)),
+                Partitioning::UnknownPartitioning(groups.len()),
+                EmissionType::Incremental,
+                Boundedness::Bounded,
+            )
+            .with_scheduling_type(SchedulingType::Cooperative),
+        );
+        Self {
+            dataset,
+            display_uri,
+            groups,
+            columns,
+            schema,
+            filter,
+            limit,
+            options,
+            properties,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    /// The table version every partition reads.
+    pub fn version(&self) -> u64 {
+        self.dataset.version_id()
+    }
+
+    /// Fragment ids per partition.
+    pub fn fragment_groups(&self) -> Vec<Vec<u64>> {
+        self.groups
+            .iter()
+            .map(|g| g.iter().map(|f| f.id).collect())
+            .collect()
+    }
+
+    /// The filter Lance evaluates, if any.
+    pub fn filter(&self) -> Option<&Expr> {
+        self.filter.as_ref()
+    }
+
+    /// The per-partition row limit, if any.
+    pub fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+
+    fn fragment_count(&self) -> usize {
+        self.groups.iter().map(Vec::len).sum()
+    }
+
+    fn group_statistics(&self, group: &[Fragment]) -> Statistics {
+        let rows: usize = group.iter().map(live_rows).sum();
+        let exact = group.iter().all(|f| f.num_rows().is_some());
+        let num_rows = match (&self.filter, self.limit) {
+            (Some(_), _) => Precision::Inexact(rows),
+            (None, Some(limit)) if exact => Precision::Exact(rows.min(limit)),
+            (None, None) if exact => Precision::Exact(rows),
+            (None, limit) => Precision::Inexact(limit.map_or(rows, |l| rows.min(l))),
+        };
+        let width: Option<usize> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.data_type().primitive_width())
+            .sum();
+        let total_byte_size = match (num_rows.get_value(), width) {
+            (Some(n), Some(w)) => Precision::Inexact(n * w),
+            _ => Precision::Absent,
+        };
+        Statistics {
+            num_rows,
+            total_byte_size,
+            column_statistics: vec![ColumnStatistics::new_unknown(); self.schema.fields().len()],
+        }
+    }
+}
+
+impl DisplayAs for LanceScanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let columns = self.columns.join(", ");
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(
+                    f,
+                    "LanceScanExec: uri={}, version={}, partitions={}, fragments={}, projection=[{}]",
+                    self.display_uri,
+                    self.version(),
+                    self.groups.len(),
+                    self.fragment_count(),
+                    columns
+                )?;
+                if let Some(filter) = &self.filter {
+                    write!(f, ", filter={filter}")?;
+                }
+                if let Some(limit) = self.limit {
+                    write!(f, ", limit={limit}")?;
+                }
+                if matches!(t, DisplayFormatType::Verbose) {
+                    write!(f, ", fragment_groups={:?}", self.fragment_groups())?;
+                }
+                Ok(())
+            }
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "uri={}", self.display_uri)?;
+                writeln!(f, "version={}", self.version())?;
+                writeln!(f, "partitions={}", self.groups.len())?;
+                writeln!(f, "fragments={}", self.fragment_count())?;
+                writeln!(f, "projection=[{columns}]")?;
+                if let Some(filter) = &self.filter {
+                    writeln!(f, "filter={filter}")?;
+                }
+                if let Some(limit) = self.limit {
+                    writeln!(f, "limit={limit}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for LanceScanExec {
+    fn name(&self) -> &str {
+        "LanceScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            internal_err!("LanceScanExec has no children")
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        let Some(group) = self.groups.get(partition).cloned() else {
+            return internal_err!(
+                "LanceScanExec: partition {partition} requested, {} available",
+                self.groups.len()
+            );
+        };
+        let schema = Arc::clone(&self.schema);
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        if group.is_empty() {
+            baseline.done();
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                schema,
+                futures::stream::empty(),
+            )));
+        }
+        let request = ScanRequest {
+            dataset: Arc::clone(&self.dataset),
+            display_uri: self.display_uri.clone(),
+            fragments: group,
+            columns: self.columns.clone(),
+            filter: self.filter.clone(),
+            limit: self.limit,
+            options: self.options.clone(),
+        };
+        let out_schema = Arc::clone(&schema);
+        let stream = futures::stream::once(request.open(context))
+            .try_flatten()
+            .map(move |batch| {
+                let _timer = baseline.elapsed_compute().timer();
+                let batch = conform(batch?, &out_schema)?;
+                baseline.record_output(batch.num_rows());
+                Ok(batch)
+            });
+        Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
+            schema, stream,
+        ))))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Arc<Statistics>> {
+        match partition {
+            Some(p) => match self.groups.get(p) {
+                Some(group) => Ok(Arc::new(self.group_statistics(group))),
+                None => internal_err!("LanceScanExec: no partition {p}"),
+            },
+            None => {
+                let stats = self
+                    .groups
+                    .iter()
+                    .map(|g| self.group_statistics(g))
+                    .reduce(|a, b| Statistics {
+                        num_rows: a.num_rows.add(&b.num_rows),
+                        total_byte_size: a.total_byte_size.add(&b.total_byte_size),
+                        column_statistics: a.column_statistics,
+                    })
+                    .unwrap_or_else(|| Statistics::new_unknown(&self.schema));
+                Ok(Arc::new(stats))
+            }
+        }
+    }
+}
+
+/// Everything one partition needs to open its Lance stream.
+struct ScanRequest {
+    dataset: Arc<Dataset>,
+    display_uri: String,
+    fragments: Vec<Fragment>,
+    columns: Vec<String>,
+    filter: Option<Expr>,
+    limit: Option<usize>,
+    options: ScanOptions,
+}
+
+impl ScanRequest {
+    async fn open(self, context: Arc<TaskContext>) -> DFResult<SendableRecordBatchStream> {
+        let lance_err = |e| DataFusionError::from(Error::lance("scanning", &self.display_uri, e));
+        let mut scanner = self.dataset.scan();
+        scanner.with_fragments(self.fragments.clone());
+        scanner.project(&self.columns).map_err(lance_err)?;
+        if let Some(filter) = &self.filter {
+            scanner.filter_expr(filter.clone());
+        }
+        if let Some(limit) = self.limit {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            scanner.limit(Some(limit), None).map_err(lance_err)?;
+        }
+        scanner
+            .batch_size(self.options.batch_size.max(1))
+            .scan_in_order(false)
+            .use_scalar_index(self.options.use_scalar_index);
+        if let Some(n) = self.options.fragment_readahead {
+            scanner.fragment_readahead(n);
+        }
+        if let Some(n) = self.options.batch_readahead {
+            scanner.batch_readahead(n);
+        }
+        if let Some(n) = self.options.io_buffer_size {
+            scanner.io_buffer_size(n);
+        }
+        let plan = scanner.create_plan().await.map_err(lance_err)?;
+        let plan: Arc<dyn ExecutionPlan> = if plan.properties().partitioning.partition_count() == 1
+        {
+            plan
+        } else {
+            Arc::new(CoalescePartitionsExec::new(plan))
+        };
+        plan.execute(0, context)
+    }
+}
+
+/// Gives a Lance batch the exact schema the plan promised (field metadata and
+/// nullability as registered), checking column types.
+fn conform(batch: RecordBatch, schema: &SchemaRef) -> DFResult<RecordBatch> {
+    if batch.schema_ref() == schema {
+        return Ok(batch);
+    }
+    if batch.num_columns() != schema.fields().len() {
+        return internal_err!(
+            "Lance returned {} columns, expected {}",
+            batch.num_columns(),
+            schema.fields().len()
+        );
+    }
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        if !types_compatible(field.data_type(), column.data_type()) {
+            return Err(DataFusionError::Execution(format!(
+                "column '{}' is {} in this table version but was registered as {}; \
+                 re-register the table to pick up schema changes",
+                field.name(),
+                column.data_type(),
+                field.data_type()
+            )));
+        }
+    }
+    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        batch.columns().to_vec(),
+        &options,
+    )?)
+}
+
+fn types_compatible(expected: &DataType, actual: &DataType) -> bool {
+    expected.equals_datatype(actual)
+}

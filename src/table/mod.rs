@@ -1,0 +1,396 @@
+//! [`LanceTableProvider`]: a Lance dataset as a DataFusion table.
+
+pub(crate) mod factory;
+pub(crate) mod partition;
+pub(crate) mod pushdown;
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::catalog::Session;
+use datafusion::common::{DFSchema, plan_err};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::expressions::Column as ColumnExpr;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::limit::GlobalLimitExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use lance::Dataset;
+use lance_io::object_store::ObjectStoreParams;
+
+use crate::config::{LanceConfig, LanceTableOptions, VersionSpec};
+use crate::error::{Error, Result};
+use crate::physical_plan::scan::{LanceScanExec, ScanOptions};
+use crate::session::{LanceSessionCache, normalize_uri, redact_uri, store_params};
+
+pub use factory::LanceTableProviderFactory;
+
+/// The dataset resolved for one query (identified by DataFusion session id and
+/// query start time), so every scan of the table in that query — self-joins
+/// included — reads the same version.
+struct SnapshotMemo {
+    session_id: String,
+    started: DateTime<Utc>,
+    dataset: Arc<Dataset>,
+}
+
+/// A Lance dataset as a DataFusion table.
+///
+/// # Freshness
+///
+/// A provider registered at the *latest* version resolves the newest version
+/// once per query, at planning time: every partition of that query (and every
+/// other scan of the table in the same query) reads exactly that version, even
+/// if a writer commits while the query runs. The next query sees the new
+/// version. Thanks to the shared Lance session, re-resolving costs one listing
+/// of the version directory and no manifest read when nothing changed.
+///
+/// A provider registered at a fixed version or tag always reads that version.
+///
+/// The schema is the one the table had when the provider was created;
+/// re-register the table to see columns added later.
+pub struct LanceTableProvider {
+    uri: String,
+    display_uri: String,
+    params: ObjectStoreParams,
+    version: VersionSpec,
+    schema: SchemaRef,
+    pinned: Option<Arc<Dataset>>,
+    cache: Option<Arc<LanceSessionCache>>,
+    memo: Mutex<Option<SnapshotMemo>>,
+}
+
+impl fmt::Debug for LanceTableProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LanceTableProvider")
+            .field("uri", &self.display_uri)
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`LanceTableProvider`].
+#[derive(Debug, Clone)]
+pub struct LanceTableProviderBuilder {
+    uri: String,
+    options: LanceTableOptions,
+    params: Option<ObjectStoreParams>,
+    cache: Option<Arc<LanceSessionCache>>,
+}
+
+impl LanceTableProviderBuilder {
+    /// Reads version `version` (the provider becomes read-only for writes).
+    pub fn with_version(mut self, version: u64) -> Self {
+        self.options.version = VersionSpec::Version(version);
+        self
+    }
+
+    /// Reads the version `tag` points to when the provider is built.
+    pub fn with_tag(mut self, tag: impl Into<String>) -> Self {
+        self.options.version = VersionSpec::Tag(tag.into());
+        self
+    }
+
+    /// Adds a Lance storage option (credentials, endpoint, region, ...).
+    pub fn with_storage_option(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.options
+            .storage_options
+            .insert(key.into(), value.into());
+        self
+    }
+
+    /// Uses parsed table options (version pin and storage options).
+    pub fn with_table_options(mut self, options: LanceTableOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Uses explicit Lance object-store parameters (for example with an
+    /// object-store wrapper), replacing any storage options.
+    pub fn with_store_params(mut self, params: ObjectStoreParams) -> Self {
+        self.params = Some(params);
+        self
+    }
+
+    /// Opens datasets through `cache` instead of the context's (or the
+    /// process-wide) Lance session.
+    pub fn with_session_cache(mut self, cache: Arc<LanceSessionCache>) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// Opens the dataset and builds the provider.
+    pub async fn build(self) -> Result<LanceTableProvider> {
+        let open_with = self.cache.clone().unwrap_or_else(LanceSessionCache::shared);
+        self.build_with(&open_with).await
+    }
+
+    /// Builds, opening through `open_with` (the provider keeps only an
+    /// explicitly configured cache).
+    pub(crate) async fn build_with(
+        self,
+        open_with: &LanceSessionCache,
+    ) -> Result<LanceTableProvider> {
+        let uri = normalize_uri(&self.uri)?;
+        let params = self
+            .params
+            .unwrap_or_else(|| store_params(&self.options.storage_options));
+        let dataset = open_with.open(&uri, &params, &self.options.version).await?;
+        let schema = Arc::new(Schema::from(dataset.schema()));
+        let pinned = (!self.options.version.is_latest()).then_some(dataset);
+        Ok(LanceTableProvider {
+            display_uri: redact_uri(&uri),
+            uri,
+            params,
+            version: self.options.version,
+            schema,
+            pinned,
+            cache: self.cache,
+            memo: Mutex::new(None),
+        })
+    }
+}
+
+impl LanceTableProvider {
+    /// Starts building a provider for the dataset at `uri` (a local path,
+    /// `file://` URL or object-store URL).
+    pub fn builder(uri: impl Into<String>) -> LanceTableProviderBuilder {
+        LanceTableProviderBuilder {
+            uri: uri.into(),
+            options: LanceTableOptions::default(),
+            params: None,
+            cache: None,
+        }
+    }
+
+    /// Opens the latest version of the dataset at `uri` through the
+    /// process-wide shared Lance session.
+    pub async fn try_new(uri: impl Into<String>) -> Result<Self> {
+        Self::builder(uri).build().await
+    }
+
+    /// The normalised table URI.
+    pub fn uri(&self) -> &str {
+        &self.uri
+    }
+
+    /// Which version this provider reads.
+    pub fn version_spec(&self) -> &VersionSpec {
+        &self.version
+    }
+
+    /// The Lance session cache used for a DataFusion session.
+    pub fn session_cache(&self, state: &dyn Session) -> Arc<LanceSessionCache> {
+        match &self.cache {
+            Some(cache) => Arc::clone(cache),
+            None => LanceSessionCache::for_config(state.config()),
+        }
+    }
+
+    /// The dataset version a query planned with `state` reads: the pinned
+    /// version, or the latest version resolved once per query.
+    pub async fn snapshot(&self, state: &dyn Session) -> Result<Arc<Dataset>> {
+        if let Some(pinned) = &self.pinned {
+            return Ok(Arc::clone(pinned));
+        }
+        let started = state.execution_props().query_execution_start_time;
+        if let Some(started) = started {
+            let memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(m) = memo.as_ref()
+                && m.started == started
+                && m.session_id == state.session_id()
+            {
+                return Ok(Arc::clone(&m.dataset));
+            }
+        }
+        let dataset = self
+            .session_cache(state)
+            .open(&self.uri, &self.params, &VersionSpec::Latest)
+            .await?;
+        if let Some(started) = started {
+            *self.memo.lock().unwrap_or_else(|e| e.into_inner()) = Some(SnapshotMemo {
+                session_id: state.session_id().to_string(),
+                started,
+                dataset: Arc::clone(&dataset),
+            });
+        }
+        Ok(dataset)
+    }
+
+    fn check_columns(&self, dataset: &Dataset, columns: &[String]) -> Result<()> {
+        let current = Schema::from(dataset.schema());
+        for name in columns {
+            let registered = self.schema.field_with_name(name)?;
+            match current.field_with_name(name) {
+                Ok(field) if field.data_type().equals_datatype(registered.data_type()) => {}
+                Ok(field) => {
+                    return Err(Error::unsupported(format!(
+                        "column '{name}' of Lance table '{}' is {} at version {} but was registered as {}; re-register the table",
+                        self.display_uri,
+                        field.data_type(),
+                        dataset.version_id(),
+                        registered.data_type()
+                    )));
+                }
+                Err(_) => {
+                    return Err(Error::unsupported(format!(
+                        "column '{name}' no longer exists in Lance table '{}' at version {}; re-register the table",
+                        self.display_uri,
+                        dataset.version_id()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl TableProvider for LanceTableProvider {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DFResult<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| pushdown::classify(f, &self.schema))
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let dataset = self.snapshot(state).await?;
+        let settings = LanceConfig::from_options(state.config_options());
+        let execution = &state.config_options().execution;
+
+        let output: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        // Only filters classified Exact reach a scan with a limit; recheck anyway.
+        let exact: Vec<Expr> = filters
+            .iter()
+            .filter(|f| pushdown::is_exact(f, &self.schema))
+            .cloned()
+            .collect();
+        if exact.len() != filters.len() {
+            return plan_err!("LanceTableProvider received a filter it did not accept");
+        }
+        let filter = conjunction(exact);
+        let lance_filters = settings.pushdown_filters;
+
+        // Columns Lance must return: the projection, plus the filter's columns
+        // when DataFusion evaluates the filter.
+        let mut read: Vec<usize> = output.clone();
+        if let (Some(f), false) = (&filter, lance_filters) {
+            for c in f.column_refs() {
+                let i = self.schema.index_of(&c.name)?;
+                if !read.contains(&i) {
+                    read.push(i);
+                }
+            }
+        }
+        let read_schema = Arc::new(self.schema.project(&read)?);
+        let columns: Vec<String> = read_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        self.check_columns(&dataset, &columns)?;
+
+        let partitions = match settings.scan_partitions {
+            0 => execution.target_partitions,
+            n => n,
+        };
+        let fragments = dataset.fragments();
+        let groups = match (&filter, limit) {
+            // A limit without filter is answered by the first fragments.
+            (None, Some(limit)) => {
+                let prefix = partition::prefix_covering(fragments, limit);
+                if prefix.is_empty() {
+                    vec![]
+                } else {
+                    vec![prefix]
+                }
+            }
+            _ => partition::group_fragments(fragments, partitions),
+        };
+        let options = ScanOptions {
+            batch_size: match settings.batch_size {
+                0 => execution.batch_size,
+                n => n,
+            },
+            fragment_readahead: (settings.fragment_readahead > 0)
+                .then_some(settings.fragment_readahead),
+            batch_readahead: (settings.batch_readahead > 0).then_some(settings.batch_readahead),
+            io_buffer_size: (settings.io_buffer_size > 0).then_some(settings.io_buffer_size),
+            use_scalar_index: settings.use_scalar_index,
+        };
+        let (scan_filter, scan_limit) = if lance_filters || filter.is_none() {
+            (filter.clone(), limit)
+        } else {
+            (None, None)
+        };
+        let scan: Arc<dyn ExecutionPlan> = Arc::new(LanceScanExec::new(
+            Arc::clone(&dataset),
+            self.display_uri.clone(),
+            groups,
+            columns,
+            Arc::clone(&read_schema),
+            scan_filter,
+            scan_limit,
+            options,
+        ));
+        if lance_filters || filter.is_none() {
+            return Ok(scan);
+        }
+
+        // `lance.pushdown_filters = false`: DataFusion evaluates the filters
+        // the plan declared exact.
+        let filter = filter.expect("checked above");
+        let df_schema = DFSchema::try_from(read_schema.as_ref().clone())?;
+        let predicate = state.create_physical_expr(filter, &df_schema)?;
+        let mut plan: Arc<dyn ExecutionPlan> = Arc::new(FilterExec::try_new(predicate, scan)?);
+        if read.len() != output.len() {
+            let exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = (0..output.len())
+                .map(|i| {
+                    let name = read_schema.field(i).name().clone();
+                    (
+                        Arc::new(ColumnExpr::new(&name, i)) as Arc<dyn PhysicalExpr>,
+                        name,
+                    )
+                })
+                .collect();
+            plan = Arc::new(ProjectionExec::try_new(exprs, plan)?);
+        }
+        if let Some(limit) = limit {
+            plan = Arc::new(GlobalLimitExec::new(
+                Arc::new(CoalescePartitionsExec::new(plan)),
+                0,
+                Some(limit),
+            ));
+        }
+        Ok(plan)
+    }
+}

@@ -1,0 +1,116 @@
+//! Splitting a table version's fragments into balanced groups: one group per
+//! DataFusion partition.
+
+use lance_table::format::Fragment;
+
+/// Live rows of a fragment (deleted rows excluded); fragments with unknown
+/// counts (legacy data) weigh as their physical size, or 1.
+pub(crate) fn live_rows(fragment: &Fragment) -> usize {
+    fragment.num_rows().or(fragment.physical_rows).unwrap_or(1)
+}
+
+/// Groups `fragments` into at most `max_groups` groups balanced by live rows.
+///
+/// * no fragments → no groups;
+/// * at most `max_groups` fragments → one group per fragment;
+/// * otherwise largest-first greedy assignment to the lightest group, which
+///   keeps every group within one fragment of the mean. Fragments keep their
+///   table order inside a group.
+pub(crate) fn group_fragments(fragments: &[Fragment], max_groups: usize) -> Vec<Vec<Fragment>> {
+    let max_groups = max_groups.max(1);
+    if fragments.len() <= max_groups {
+        return fragments.iter().map(|f| vec![f.clone()]).collect();
+    }
+    let mut order: Vec<usize> = (0..fragments.len()).collect();
+    // Heaviest first; ties by position so the result is deterministic.
+    order.sort_by_key(|&i| (std::cmp::Reverse(live_rows(&fragments[i])), i));
+    let mut loads = vec![0usize; max_groups];
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); max_groups];
+    for i in order {
+        let lightest = (0..max_groups)
+            .min_by_key(|&g| (loads[g], g))
+            .expect("max_groups >= 1");
+        loads[lightest] += live_rows(&fragments[i]);
+        members[lightest].push(i);
+    }
+    let mut groups: Vec<Vec<Fragment>> = members
+        .into_iter()
+        .filter(|m| !m.is_empty())
+        .map(|mut m| {
+            m.sort_unstable();
+            m.into_iter().map(|i| fragments[i].clone()).collect()
+        })
+        .collect();
+    // Groups in table order of their first fragment.
+    groups.sort_by_key(|g| g.first().map(|f| f.id));
+    groups
+}
+
+/// The shortest prefix of `fragments` holding at least `limit` live rows.
+pub(crate) fn prefix_covering(fragments: &[Fragment], limit: usize) -> Vec<Fragment> {
+    let mut rows = 0usize;
+    let mut out = Vec::new();
+    for f in fragments {
+        if rows >= limit {
+            break;
+        }
+        rows += f.num_rows().unwrap_or(0);
+        out.push(f.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frag(id: u64, rows: usize) -> Fragment {
+        let mut f = Fragment::new(id);
+        f.physical_rows = Some(rows);
+        f
+    }
+
+    fn loads(groups: &[Vec<Fragment>]) -> Vec<usize> {
+        groups
+            .iter()
+            .map(|g| g.iter().map(live_rows).sum())
+            .collect()
+    }
+
+    #[test]
+    fn groups_are_balanced_and_complete() {
+        let frags: Vec<_> = (0..37)
+            .map(|i| frag(i, [1, 1000, 50, 7, 300][i as usize % 5]))
+            .collect();
+        for n in [1, 2, 3, 7, 8, 36, 37, 64] {
+            let groups = group_fragments(&frags, n);
+            assert_eq!(groups.len(), n.min(37), "n={n}");
+            let mut ids: Vec<u64> = groups.iter().flatten().map(|f| f.id).collect();
+            ids.sort_unstable();
+            assert_eq!(ids, (0..37).collect::<Vec<_>>());
+            let l = loads(&groups);
+            let (min, max) = (l.iter().min().unwrap(), l.iter().max().unwrap());
+            assert!(max - min <= 1000, "n={n} loads={l:?}");
+            for g in &groups {
+                assert!(g.windows(2).all(|w| w[0].id < w[1].id));
+            }
+        }
+    }
+
+    #[test]
+    fn empty_and_small_inputs() {
+        assert!(group_fragments(&[], 4).is_empty());
+        let groups = group_fragments(&[frag(3, 10), frag(9, 1)], 4);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(group_fragments(&[frag(1, 1)], 0).len(), 1);
+    }
+
+    #[test]
+    fn prefix_covers_limit() {
+        let frags = vec![frag(0, 5), frag(1, 5), frag(2, 5)];
+        assert_eq!(prefix_covering(&frags, 0).len(), 0);
+        assert_eq!(prefix_covering(&frags, 5).len(), 1);
+        assert_eq!(prefix_covering(&frags, 6).len(), 2);
+        assert_eq!(prefix_covering(&frags, 100).len(), 3);
+    }
+}

@@ -1,0 +1,154 @@
+//! The `lance-sql` binary: flags, formats, exit status, Lance DDL and URL tables.
+
+use std::process::{Command, Output};
+
+use crate::fixtures::{numbers, versions};
+
+fn lance_sql(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+        .args(args)
+        .output()
+        .expect("run lance-sql")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_formats_and_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir
+        .path()
+        .join("numbers.lance")
+        .to_string_lossy()
+        .to_string();
+    numbers(&uri).await;
+    let create = format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'");
+
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        &create,
+        "-c",
+        "SELECT id, s FROM t WHERE id < 3 ORDER BY id",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "id,s\n0,\n1,\n2,it's 2\n");
+
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "ndjson",
+        "-c",
+        &create,
+        "-c",
+        "SELECT count(*) AS n FROM t",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), r#"{"n":941}"#);
+
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "json",
+        "-c",
+        &create,
+        "-c",
+        "SELECT id FROM t ORDER BY id LIMIT 2",
+    ]);
+    assert_eq!(stdout(&out).trim(), r#"[{"id":0},{"id":1}]"#);
+
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "table",
+        "--maxrows",
+        "2",
+        "-c",
+        &create,
+        "-c",
+        "SELECT id FROM t ORDER BY id",
+    ]);
+    assert!(
+        stdout(&out).contains("| 0  |") && stdout(&out).contains("| .  |"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Errors: non-zero exit, message on stderr or stdout naming the problem.
+    let out = lance_sql(&["-q", "-c", "SELECT * FROM no_such_table"]);
+    assert!(!out.status.success());
+    assert!(format!("{}{}", stdout(&out), stderr(&out)).contains("no_such_table"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_url_tables_and_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir
+        .path()
+        .join("versions.lance")
+        .to_string_lossy()
+        .to_string();
+    versions(&uri).await;
+
+    // datafusion-cli validates OPTIONS itself: lance.* keys must pass it.
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        &format!(
+            "CREATE EXTERNAL TABLE v1 STORED AS LANCE LOCATION '{uri}' OPTIONS ('lance.version' '1')"
+        ),
+        "-c",
+        "SELECT count(*) AS n FROM v1",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "n\n10\n");
+
+    let out = lance_sql(&[
+        "-q",
+        "-c",
+        &format!(
+            "CREATE EXTERNAL TABLE bad STORED AS LANCE LOCATION '{uri}' OPTIONS ('lance.verison' '1')"
+        ),
+    ]);
+    assert!(!out.status.success());
+    assert!(format!("{}{}", stdout(&out), stderr(&out)).contains("unknown option 'lance.verison'"));
+
+    // Quoted paths open Lance datasets.
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        &format!("SELECT count(*) AS n FROM '{uri}'"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "n\n25\n");
+
+    // -f runs every statement; one failure makes the exit status non-zero.
+    let script = dir.path().join("script.sql");
+    std::fs::write(
+        &script,
+        format!(
+            "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}';\nSELECT broken FROM t;\nSELECT max(id) AS m\n  FROM t;\n"
+        ),
+    )
+    .unwrap();
+    let out = lance_sql(&["-q", "--format", "csv", "-f", script.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        stdout(&out).contains("m\n29\n"),
+        "later statements still ran: {}",
+        stdout(&out)
+    );
+    assert!(stderr(&out).contains("broken"), "{}", stderr(&out));
+}

@@ -1,0 +1,282 @@
+//! Differential test: hundreds of generated queries against the Lance table
+//! (filters pushed into Lance) and against the same rows in a `MemTable`
+//! (DataFusion evaluates everything), for several partition counts. Results
+//! must be equal as multisets.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{BooleanArray, RecordBatch};
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::datasource::MemTable;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::fixtures::{numbers, numbers_batch, numbers_schema};
+use crate::util::{context, dataset_path, private_cache, try_rows};
+
+const SEED: u64 = 0x1a2c_e5d1;
+const QUERIES_PER_PARTITIONING: usize = 160;
+
+fn pick<'a, T>(rng: &mut StdRng, items: &'a [T]) -> &'a T {
+    &items[rng.random_range(0..items.len())]
+}
+
+fn int_lit(rng: &mut StdRng) -> String {
+    pick(rng, &["-1", "0", "5", "17", "500", "999", "1000", "1200"])
+        .to_string()
+        .replace("500", &rng.random_range(0..1000).to_string())
+}
+
+fn float_lit(rng: &mut StdRng) -> String {
+    pick(
+        rng,
+        &[
+            "'NaN'::double",
+            "'inf'::double",
+            "'-inf'::double",
+            "-0.0",
+            "0.0",
+            "1.5",
+            "-91.0",
+            "350.5",
+            "1000.0",
+        ],
+    )
+    .to_string()
+}
+
+fn str_lit(rng: &mut StdRng) -> String {
+    let n = rng.random_range(0..1000);
+    pick(
+        rng,
+        &[
+            "''".to_string(),
+            format!("'row-{n}'"),
+            format!("'it''s {n}'"),
+            format!("'50%_off\\{n}'"),
+            format!("'Ab{n}'"),
+            "'row-'".to_string(),
+            "'zzz'".to_string(),
+        ],
+    )
+    .clone()
+}
+
+fn like_pattern(rng: &mut StdRng) -> String {
+    pick(
+        rng,
+        &[
+            "'row-%'",
+            "'row-9_'",
+            "'%''%'",
+            "'50\\%%'",
+            "'50!%!_off%' ESCAPE '!'",
+            "'%\\\\1%'",
+            "'_'",
+            "''",
+            "'%'",
+            "'Ab_%'",
+            "'%5'",
+            "'it''s _'",
+        ],
+    )
+    .to_string()
+}
+
+fn cmp(rng: &mut StdRng) -> String {
+    pick(
+        rng,
+        &[
+            "=",
+            "<>",
+            "<",
+            "<=",
+            ">",
+            ">=",
+            "IS DISTINCT FROM",
+            "IS NOT DISTINCT FROM",
+        ],
+    )
+    .to_string()
+}
+
+fn atom(rng: &mut StdRng) -> String {
+    match rng.random_range(0..16) {
+        0 => format!("id {} {}", cmp(rng), int_lit(rng)),
+        1 => format!("v {} {}", cmp(rng), float_lit(rng)),
+        2 => format!("s {} {}", cmp(rng), str_lit(rng)),
+        3 => format!(
+            "s {} {}",
+            pick(rng, &["LIKE", "NOT LIKE", "ILIKE", "NOT ILIKE"]),
+            like_pattern(rng)
+        ),
+        4 => format!(
+            "{} IS {}NULL",
+            pick(rng, &["id", "v", "s", "b", "d"]),
+            pick(rng, &["", "NOT "])
+        ),
+        5 => {
+            let mut items: Vec<String> =
+                (0..rng.random_range(1..6)).map(|_| int_lit(rng)).collect();
+            if rng.random_bool(0.2) {
+                items.push("NULL".into());
+            }
+            format!("id {}IN ({})", pick(rng, &["", "NOT "]), items.join(", "))
+        }
+        6 => {
+            let items: Vec<String> = (0..rng.random_range(1..4)).map(|_| str_lit(rng)).collect();
+            format!("s {}IN ({})", pick(rng, &["", "NOT "]), items.join(", "))
+        }
+        7 => {
+            let items: Vec<String> = (0..rng.random_range(1..4))
+                .map(|_| float_lit(rng))
+                .collect();
+            format!("v {}IN ({})", pick(rng, &["", "NOT "]), items.join(", "))
+        }
+        8 => format!(
+            "id {}BETWEEN {} AND {}",
+            pick(rng, &["", "NOT "]),
+            int_lit(rng),
+            int_lit(rng)
+        ),
+        9 => format!(
+            "v {}BETWEEN {} AND {}",
+            pick(rng, &["", "NOT "]),
+            float_lit(rng),
+            float_lit(rng)
+        ),
+        10 => pick(
+            rng,
+            &[
+                "b",
+                "NOT b",
+                "b IS TRUE",
+                "b IS NOT TRUE",
+                "b IS FALSE",
+                "b IS NOT FALSE",
+                "b = true",
+                "b <> false",
+            ],
+        )
+        .to_string(),
+        11 => format!(
+            "d {} DATE '2019-{:02}-{:02}'",
+            cmp(rng),
+            rng.random_range(1..13),
+            rng.random_range(1..29)
+        ),
+        12 => format!("CAST(id AS INT) {} {}", cmp(rng), int_lit(rng)),
+        13 => format!("s {} {}", cmp(rng), pick(rng, &["NULL", "''"])),
+        // Not pushable: stays in DataFusion next to pushed siblings.
+        14 => format!("abs(v) > {}", float_lit(rng)),
+        _ => format!(
+            "id % {} = {}",
+            rng.random_range(2..9),
+            rng.random_range(0..3)
+        ),
+    }
+}
+
+fn predicate(rng: &mut StdRng, depth: u32) -> String {
+    if depth == 0 || rng.random_bool(0.35) {
+        return format!("({})", atom(rng));
+    }
+    match rng.random_range(0..3) {
+        0 => format!(
+            "({} AND {})",
+            predicate(rng, depth - 1),
+            predicate(rng, depth - 1)
+        ),
+        1 => format!(
+            "({} OR {})",
+            predicate(rng, depth - 1),
+            predicate(rng, depth - 1)
+        ),
+        _ => format!("NOT ({})", predicate(rng, depth - 1)),
+    }
+}
+
+fn query(rng: &mut StdRng, table: &str) -> String {
+    let columns = ["id", "v", "s", "b", "d"];
+    let mut projection: Vec<&str> = columns
+        .iter()
+        .copied()
+        .filter(|_| rng.random_bool(0.5))
+        .collect();
+    if projection.is_empty() {
+        projection.push(*pick(rng, &columns));
+    }
+    let filter = if rng.random_bool(0.9) {
+        format!(" WHERE {}", predicate(rng, 3))
+    } else {
+        String::new()
+    };
+    match rng.random_range(0..6) {
+        // A limit without ORDER BY: only the count is deterministic.
+        0 => format!(
+            "SELECT count(*) FROM (SELECT {} FROM {table}{filter} LIMIT {})",
+            projection.join(", "),
+            rng.random_range(0..40)
+        ),
+        1 => format!("SELECT count(*), count(v), count(s) FROM {table}{filter}"),
+        _ => format!("SELECT {} FROM {table}{filter}", projection.join(", ")),
+    }
+}
+
+/// The fixture's rows, built independently of Lance.
+fn oracle_rows() -> RecordBatch {
+    let batch = numbers_batch(0, 1000);
+    let keep: BooleanArray = (0..1000i64).map(|i| Some(i % 17 != 5)).collect();
+    filter_record_batch(&batch, &keep).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lance_pushdown_matches_datafusion() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "numbers.lance");
+    numbers(&uri).await;
+    let cache = private_cache();
+    let mut rng = StdRng::seed_from_u64(SEED);
+    let mut checked = 0;
+    for partitions in [1, 2, 3, 8] {
+        let ctx = context(partitions, &cache);
+        ctx.sql(&format!(
+            "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
+        ))
+        .await
+        .unwrap();
+        let mem = MemTable::try_new(numbers_schema(), vec![vec![oracle_rows()]]).unwrap();
+        ctx.register_table("m", Arc::new(mem)).unwrap();
+        for i in 0..QUERIES_PER_PARTITIONING {
+            let lance_sql = query(&mut rng, "t");
+            let mem_sql = lance_sql.replace(" FROM t", " FROM m");
+            let (got, want) = (
+                try_rows(&ctx, &lance_sql).await,
+                try_rows(&ctx, &mem_sql).await,
+            );
+            let (got, want) = match (got, want) {
+                // Both engines reject the query (e.g. an unsupported ESCAPE).
+                (Err(_), Err(_)) => {
+                    checked += 1;
+                    continue;
+                }
+                (Ok(got), Ok(want)) => (got, want),
+                (got, want) => panic!(
+                    "one side failed (seed {SEED:#x}, target_partitions {partitions}, query {i}):\n  {lance_sql}\n  lance: {:?}\n  memory: {:?}",
+                    got.err(),
+                    want.err()
+                ),
+            };
+            assert!(
+                got == want,
+                "mismatch (seed {SEED:#x}, target_partitions {partitions}, query {i}):\n  {lance_sql}\n  lance: {} rows {:?}\n  memory: {} rows {:?}",
+                got.len(),
+                got.iter().take(5).collect::<Vec<_>>(),
+                want.len(),
+                want.iter().take(5).collect::<Vec<_>>()
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 4 * QUERIES_PER_PARTITIONING);
+}

@@ -1,0 +1,11 @@
+//! Integration tests: what SQL alone cannot reach (concurrency, process-level
+//! state, the CLI binary, large generated query sets). One test binary.
+
+#[path = "../common/fixtures.rs"]
+mod fixtures;
+
+mod cli;
+mod differential;
+mod session;
+mod snapshot;
+mod util;

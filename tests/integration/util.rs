@@ -1,0 +1,84 @@
+//! Helpers shared by the integration tests.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_lance::{CacheBudgets, LanceSessionCache, LanceSessionContextExt};
+
+/// A context with Lance registered, `partitions` target partitions, and the
+/// given Lance session cache.
+pub(crate) fn context(partitions: usize, cache: &Arc<LanceSessionCache>) -> SessionContext {
+    let ctx = datafusion_lance::lance_session_context(
+        SessionConfig::new().with_target_partitions(partitions),
+    );
+    ctx.with_lance_session_cache(Arc::clone(cache));
+    ctx
+}
+
+/// A fresh private Lance session (tests stay independent of each other).
+pub(crate) fn private_cache() -> Arc<LanceSessionCache> {
+    LanceSessionCache::private(CacheBudgets::from_env())
+}
+
+/// Rows of `batches` as strings, sorted: a multiset for comparisons.
+pub(crate) fn sorted_rows(batches: &[RecordBatch]) -> Vec<String> {
+    let options = FormatOptions::default().with_null("NULL");
+    let mut rows = Vec::new();
+    for batch in batches {
+        let formatters: Vec<_> = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("formatter"))
+            .collect();
+        for row in 0..batch.num_rows() {
+            rows.push(
+                formatters
+                    .iter()
+                    .map(|f| f.value(row).to_string())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            );
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// Runs `sql`: its rows as a sorted multiset, or the error text.
+pub(crate) async fn try_rows(ctx: &SessionContext, sql: &str) -> Result<Vec<String>, String> {
+    let df = ctx.sql(sql).await.map_err(|e| e.to_string())?;
+    let batches = df.collect().await.map_err(|e| e.to_string())?;
+    Ok(sorted_rows(&batches))
+}
+
+/// Runs `sql` expecting one row of i64 values.
+pub(crate) async fn ints(ctx: &SessionContext, sql: &str) -> Vec<i64> {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .expect("plan")
+        .collect()
+        .await
+        .expect("run");
+    let batch = batches.iter().find(|b| b.num_rows() > 0).expect("one row");
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
+            let c = cast(c, &DataType::Int64).expect("cast");
+            c.as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("int64")
+                .value(0)
+        })
+        .collect()
+}
+
+/// A temp directory path for a dataset named `name`.
+pub(crate) fn dataset_path(dir: &tempfile::TempDir, name: &str) -> String {
+    dir.path().join(name).to_string_lossy().to_string()
+}
