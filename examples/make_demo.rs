@@ -16,6 +16,14 @@ use arrow::datatypes::{DataType, Field, Schema};
 use lance::Dataset;
 use lance::dataset::{WriteMode, WriteParams};
 
+fn hash(i: i64, column: u64) -> u64 {
+    let mut x = (i as u64) << 4 | column;
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
 fn batch(start: i64, n: i64) -> RecordBatch {
     let ids: Vec<i64> = (start..start + n).collect();
     let flags = ["A", "N", "R"];
@@ -49,25 +57,26 @@ fn batch(start: i64, n: i64) -> RecordBatch {
         vec![
             Arc::new(Int64Array::from(ids.clone())),
             Arc::new(Float64Array::from_iter_values(
-                ids.iter().map(|&i| (i % 50 + 1) as f64),
+                ids.iter().map(|&i| (hash(i, 0) % 50 + 1) as f64),
             )),
             Arc::new(Float64Array::from_iter_values(
-                ids.iter().map(|&i| 900.0 + (i * 37 % 10_000) as f64 / 10.0),
+                ids.iter()
+                    .map(|&i| 900.0 + (hash(i, 1) % 10_410_000) as f64 / 100.0),
             )),
             Arc::new(Float64Array::from_iter_values(
-                ids.iter().map(|&i| (i % 11) as f64 / 100.0),
+                ids.iter().map(|&i| (hash(i, 2) % 11) as f64 / 100.0),
             )),
             Arc::new(Float64Array::from_iter_values(
-                ids.iter().map(|&i| (i % 9) as f64 / 100.0),
+                ids.iter().map(|&i| (hash(i, 3) % 9) as f64 / 100.0),
             )),
             Arc::new(StringArray::from_iter_values(
-                ids.iter().map(|&i| flags[(i % 3) as usize]),
+                ids.iter().map(|&i| flags[(hash(i, 4) % 3) as usize]),
             )),
             Arc::new(StringArray::from_iter_values(
-                ids.iter().map(|&i| status[(i % 2) as usize]),
+                ids.iter().map(|&i| status[(hash(i, 5) % 2) as usize]),
             )),
             Arc::new(Date32Array::from_iter_values(
-                ids.iter().map(|&i| 8036 + (i % 2526) as i32),
+                ids.iter().map(|&i| 8036 + (hash(i, 6) % 2526) as i32),
             )),
             Arc::new(embedding),
         ],
