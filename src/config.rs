@@ -17,6 +17,8 @@ use std::str::FromStr;
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
 use datafusion::error::Result as DFResult;
 
+use lance_file::version::LanceFileVersion;
+
 use crate::error::{Error, Result};
 use crate::session::CacheBudgets;
 
@@ -28,6 +30,13 @@ fn parse<T: FromStr>(key: &str, value: &str, what: &str) -> Result<T> {
         .trim()
         .parse::<T>()
         .map_err(|_| Error::invalid_option(key, value, format!("expected {what}")))
+}
+
+fn positive(key: &str, value: &str) -> Result<usize> {
+    match parse::<usize>(key, value, "a positive row count")? {
+        0 => Err(Error::invalid_option(key, value, "must be greater than 0")),
+        n => Ok(n),
+    }
 }
 
 fn parse_bool(key: &str, value: &str) -> Result<bool> {
@@ -59,6 +68,9 @@ fn entry(key: &str, value: impl Display, description: &'static str) -> ConfigEnt
 /// | `use_scalar_index` | true | let Lance answer pushed filters from scalar indices |
 /// | `metadata_cache_bytes` | 1 GiB | metadata cache budget of the shared Lance session |
 /// | `index_cache_bytes` | 6 GiB | index cache budget of the shared Lance session |
+/// | `max_rows_per_file` | 1048576 | rows per data file (fragment) written by INSERT |
+/// | `max_rows_per_group` | 1024 | rows per row group written by INSERT |
+/// | `data_storage_version` | 2.1 | Lance file format of tables this crate creates |
 ///
 /// The two cache budgets select which process-wide shared Lance session the
 /// context uses: contexts with equal budgets share one session (and its cached
@@ -85,6 +97,38 @@ pub struct LanceConfig {
     pub metadata_cache_bytes: usize,
     /// Index cache budget (bytes) of the shared Lance session.
     pub index_cache_bytes: usize,
+    /// Rows per data file (fragment) written by INSERT.
+    pub max_rows_per_file: usize,
+    /// Rows per row group written by INSERT.
+    pub max_rows_per_group: usize,
+    /// Lance file format version of tables created by this crate.
+    pub data_storage_version: LanceFileVersion,
+}
+
+/// The file format version of tables this crate creates unless told
+/// otherwise (see the README's benchmark section for why).
+pub const DEFAULT_STORAGE_VERSION: LanceFileVersion = LanceFileVersion::V2_1;
+
+/// Parses a Lance file format version: `2.0`, `2.1`, `2.2` or `stable`.
+pub(crate) fn parse_storage_version(key: &str, value: &str) -> Result<LanceFileVersion> {
+    let version = LanceFileVersion::from_str(value.trim()).map_err(|_| {
+        Error::invalid_option(
+            key,
+            value,
+            "expected a Lance file format version: 2.0, 2.1, 2.2 or stable",
+        )
+    })?;
+    match version {
+        LanceFileVersion::V2_0
+        | LanceFileVersion::V2_1
+        | LanceFileVersion::V2_2
+        | LanceFileVersion::Stable => Ok(version),
+        _ => Err(Error::invalid_option(
+            key,
+            value,
+            "expected a Lance file format version: 2.0, 2.1, 2.2 or stable",
+        )),
+    }
 }
 
 impl Default for LanceConfig {
@@ -100,6 +144,9 @@ impl Default for LanceConfig {
             use_scalar_index: true,
             metadata_cache_bytes: budgets.metadata_bytes,
             index_cache_bytes: budgets.index_bytes,
+            max_rows_per_file: 1024 * 1024,
+            max_rows_per_group: 1024,
+            data_storage_version: DEFAULT_STORAGE_VERSION,
         }
     }
 }
@@ -139,6 +186,11 @@ impl LanceConfig {
                 self.metadata_cache_bytes = parse(&full, value, "a byte count")?
             }
             "index_cache_bytes" => self.index_cache_bytes = parse(&full, value, "a byte count")?,
+            "max_rows_per_file" => self.max_rows_per_file = positive(&full, value)?,
+            "max_rows_per_group" => self.max_rows_per_group = positive(&full, value)?,
+            "data_storage_version" => {
+                self.data_storage_version = parse_storage_version(&full, value)?
+            }
             _ => {
                 return Err(Error::UnknownOption {
                     key: full,
@@ -223,6 +275,21 @@ impl ExtensionOptions for LanceConfig {
                 self.index_cache_bytes,
                 "Index cache budget of the shared Lance session (contexts with equal budgets share one session).",
             ),
+            entry(
+                "max_rows_per_file",
+                self.max_rows_per_file,
+                "Rows per data file (fragment) written by INSERT.",
+            ),
+            entry(
+                "max_rows_per_group",
+                self.max_rows_per_group,
+                "Rows per row group written by INSERT.",
+            ),
+            entry(
+                "data_storage_version",
+                self.data_storage_version,
+                "Lance file format version of tables created by this crate (2.0, 2.1, 2.2).",
+            ),
         ]
     }
 }
@@ -267,12 +334,24 @@ impl Display for VersionSpec {
 /// | `lance.version` | read this version number (the table becomes pinned) |
 /// | `lance.tag` | read the version this tag points to (pinned) |
 /// | `lance.storage.<name>` | a Lance storage option, e.g. `lance.storage.aws_region`; values are treated as secrets and never displayed |
+/// | `lance.max_rows_per_file` | rows per fragment written through this table (overrides the session setting) |
+/// | `lance.max_rows_per_group` | rows per row group written through this table |
+/// | `lance.data_storage_version` | file format of a table created by this statement (2.0, 2.1, 2.2) |
+/// | `lance.enable_stable_row_ids` | give a table created by this statement stable row ids |
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct LanceTableOptions {
     /// The version to read.
     pub version: VersionSpec,
     /// Storage options handed to Lance's object store (credentials, endpoints).
     pub storage_options: BTreeMap<String, String>,
+    /// Rows per fragment written through this table.
+    pub max_rows_per_file: Option<usize>,
+    /// Rows per row group written through this table.
+    pub max_rows_per_group: Option<usize>,
+    /// File format of a table created with these options.
+    pub data_storage_version: Option<LanceFileVersion>,
+    /// Stable row ids for a table created with these options.
+    pub enable_stable_row_ids: Option<bool>,
 }
 
 impl std::fmt::Debug for LanceTableOptions {
@@ -280,6 +359,8 @@ impl std::fmt::Debug for LanceTableOptions {
         // Storage option values are secrets: show the keys only.
         f.debug_struct("LanceTableOptions")
             .field("version", &self.version)
+            .field("max_rows_per_file", &self.max_rows_per_file)
+            .field("data_storage_version", &self.data_storage_version)
             .field(
                 "storage_options",
                 &self.storage_options.keys().collect::<Vec<_>>(),
@@ -334,6 +415,22 @@ impl LanceTableOptions {
                 }
                 self.pin(key, VersionSpec::Version(v))
             }
+            "max_rows_per_file" => {
+                self.max_rows_per_file = Some(positive(key, value)?);
+                Ok(())
+            }
+            "max_rows_per_group" => {
+                self.max_rows_per_group = Some(positive(key, value)?);
+                Ok(())
+            }
+            "data_storage_version" => {
+                self.data_storage_version = Some(parse_storage_version(key, value)?);
+                Ok(())
+            }
+            "enable_stable_row_ids" => {
+                self.enable_stable_row_ids = Some(parse_bool(key, value)?);
+                Ok(())
+            }
             "tag" => {
                 if value.trim().is_empty() {
                     return Err(Error::invalid_option(key, value, "empty tag name"));
@@ -363,7 +460,15 @@ impl LanceTableOptions {
     }
 }
 
-const KNOWN_TABLE_OPTIONS: &[&str] = &["lance.version", "lance.tag", "lance.storage.<name>"];
+const KNOWN_TABLE_OPTIONS: &[&str] = &[
+    "lance.version",
+    "lance.tag",
+    "lance.storage.<name>",
+    "lance.max_rows_per_file",
+    "lance.max_rows_per_group",
+    "lance.data_storage_version",
+    "lance.enable_stable_row_ids",
+];
 
 impl ExtensionOptions for LanceTableOptions {
     fn as_any(&self) -> &dyn Any {

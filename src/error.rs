@@ -51,6 +51,18 @@ pub enum Error {
         source: lance::Error,
     },
 
+    /// A concurrent commit conflicts with this statement's; nothing was committed.
+    #[error(
+        "table '{table}': a concurrent write conflicts with this statement, which was not committed; retry it ({source})"
+    )]
+    CommitConflict {
+        /// The table written.
+        table: String,
+        /// The conflict Lance reported.
+        #[source]
+        source: lance::Error,
+    },
+
     /// A table or session option key is not known.
     #[error("unknown option '{key}'{hint}")]
     UnknownOption {

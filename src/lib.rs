@@ -41,6 +41,7 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod physical_plan;
+pub mod planner;
 pub mod session;
 pub mod table;
 pub mod udtf;
@@ -57,7 +58,7 @@ pub use error::{Error, Result};
 pub use physical_plan::LanceScanExec;
 pub use session::{CacheBudgets, LanceSessionCache};
 pub use table::{LanceTableProvider, LanceTableProviderBuilder, LanceTableProviderFactory};
-pub use udtf::CacheStatsFunction;
+pub use udtf::{CacheStatsFunction, VersionsFunction};
 
 /// The `STORED AS` name of Lance tables.
 pub const LANCE_FORMAT: &str = "LANCE";
@@ -76,9 +77,14 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         register_on_state(&mut state);
     }
     ctx.register_table_options_extension(LanceTableOptions::default());
+    ctx.add_analyzer_rule(Arc::new(planner::VectorDimensionCheck::default()));
     ctx.register_udtf(
         udtf::CACHE_STATS_FUNCTION_NAME,
         Arc::new(CacheStatsFunction::default()),
+    );
+    ctx.register_udtf(
+        udtf::VERSIONS_FUNCTION_NAME,
+        Arc::new(VersionsFunction::default()),
     );
     Ok(())
 }

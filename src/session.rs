@@ -328,6 +328,30 @@ impl LanceSessionCache {
         }
     }
 
+    /// Records a version this process just committed, so the next open of the
+    /// latest version reuses it (Lance has already cached its manifest).
+    pub(crate) fn note_committed(
+        &self,
+        uri: &str,
+        params: &ObjectStoreParams,
+        dataset: Arc<Dataset>,
+    ) {
+        if session_sharing_disabled() {
+            return;
+        }
+        let state = self.table_state(TableKey {
+            uri: uri.to_string(),
+            params: params.clone(),
+        });
+        let mut head = state.head.lock().unwrap_or_else(|e| e.into_inner());
+        if head
+            .as_ref()
+            .is_none_or(|h| h.version_id() < dataset.version_id())
+        {
+            *head = Some(dataset);
+        }
+    }
+
     fn table_state(&self, key: TableKey) -> Arc<TableState> {
         let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         Arc::clone(tables.entry(key).or_default())

@@ -1,5 +1,16 @@
 //! Physical plan nodes. One node per file.
+//!
+//! Writes have a two-phase shape: [`LanceWriteExec`] writes uncommitted
+//! fragments in every input partition and emits their metadata as rows;
+//! [`LanceCommitExec`] (one partition) commits all of them in one transaction.
+//! No in-process state connects the two, so the plan can be distributed.
 
+pub mod commit;
 pub mod scan;
+pub mod target;
+pub mod write;
 
+pub use commit::LanceCommitExec;
 pub use scan::LanceScanExec;
+pub use target::{CommitKind, WriteOptions, WriteTarget};
+pub use write::LanceWriteExec;

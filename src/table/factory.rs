@@ -5,14 +5,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::catalog::{Session, TableProviderFactory};
+use datafusion::common::{Constraint, Constraints};
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::CreateExternalTable;
 
-use crate::config::LanceTableOptions;
+use crate::config::{LanceConfig, LanceTableOptions};
 use crate::error::Error;
-use crate::session::LanceSessionCache;
-use crate::table::LanceTableProvider;
+use crate::session::{LanceSessionCache, normalize_uri, store_params};
+use crate::table::{LanceTableProvider, create};
 
 /// Creates [`LanceTableProvider`]s for `CREATE EXTERNAL TABLE ... STORED AS LANCE`.
 ///
@@ -66,17 +67,127 @@ impl TableProviderFactory for LanceTableProviderFactory {
             .into());
         }
         let cache = LanceSessionCache::for_config(state.config());
-        let provider = LanceTableProvider::builder(cmd.location.clone())
-            .with_table_options(options)
-            .build_with(&cache)
-            .await?;
-
         let declared = cmd.schema.as_arrow();
+        let key = primary_key(&name, &cmd.constraints)?;
+        let builder = LanceTableProvider::builder(cmd.location.clone())
+            .with_name(name.clone())
+            .with_table_options(options.clone());
+        let provider = match builder.clone().build_with(&cache).await {
+            Ok(provider) => {
+                let dataset = cache
+                    .open(
+                        provider.uri(),
+                        provider.store_params(),
+                        provider.version_spec(),
+                    )
+                    .await?;
+                check_existing(&name, &dataset, &options)?;
+                provider
+            }
+            // No dataset yet: a column list creates an empty one.
+            Err(Error::DatasetNotFound { .. })
+                if !declared.fields().is_empty() && options.version.is_latest() =>
+            {
+                let schema = create::table_schema(&name, declared, &key)?;
+                let settings = LanceConfig::from_options(state.config_options());
+                let uri = normalize_uri(&cmd.location)?;
+                create::create_empty(
+                    &cache,
+                    &uri,
+                    &store_params(&options.storage_options),
+                    &schema,
+                    options
+                        .data_storage_version
+                        .unwrap_or(settings.data_storage_version),
+                    options.enable_stable_row_ids.unwrap_or(false),
+                )
+                .await?;
+                builder.build_with(&cache).await?
+            }
+            Err(e) => return Err(e.into()),
+        };
+
         if !declared.fields().is_empty() {
             check_declared_schema(&name, declared, provider.schema().as_ref())?;
+            let existing_key = provider
+                .constraints()
+                .and_then(|c| {
+                    c.iter().find_map(|c| match c {
+                        Constraint::PrimaryKey(k) => Some(k.clone()),
+                        _ => None,
+                    })
+                })
+                .unwrap_or_default();
+            if !key.is_empty() && key != existing_key {
+                return Err(Error::unsupported(format!(
+                    "table '{name}': the declared PRIMARY KEY does not match the Lance dataset's \
+                     primary key ({})",
+                    describe_key(provider.schema().as_ref(), &existing_key)
+                ))
+                .into());
+            }
         }
         Ok(Arc::new(provider))
     }
+}
+
+/// The PRIMARY KEY column indices (in key order); other constraints are errors.
+fn primary_key(table: &str, constraints: &Constraints) -> Result<Vec<usize>, Error> {
+    let mut key = Vec::new();
+    for c in constraints.iter() {
+        match c {
+            Constraint::PrimaryKey(k) => key = k.clone(),
+            Constraint::Unique(_) => {
+                return Err(Error::unsupported(format!(
+                    "table '{table}': UNIQUE constraints are not supported for Lance tables \
+                     (PRIMARY KEY is recorded as Lance's unenforced primary key)"
+                )));
+            }
+        }
+    }
+    Ok(key)
+}
+
+fn describe_key(schema: &Schema, key: &[usize]) -> String {
+    if key.is_empty() {
+        return "none".to_string();
+    }
+    key.iter()
+        .map(|&i| schema.field(i).name().clone())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Creation-only options given for an existing dataset must agree with it.
+fn check_existing(
+    table: &str,
+    dataset: &lance::Dataset,
+    options: &LanceTableOptions,
+) -> Result<(), Error> {
+    if let Some(wanted) = options.data_storage_version {
+        let actual = dataset.manifest().data_storage_format.lance_file_format();
+        if wanted.resolve() != actual {
+            return Err(Error::invalid_option(
+                "lance.data_storage_version",
+                wanted.to_string(),
+                format!(
+                    "table '{table}' already exists with storage version {actual}; the option only applies when a table is created"
+                ),
+            ));
+        }
+    }
+    if let Some(wanted) = options.enable_stable_row_ids
+        && wanted != dataset.manifest().uses_stable_row_ids()
+    {
+        return Err(Error::invalid_option(
+            "lance.enable_stable_row_ids",
+            wanted.to_string(),
+            format!(
+                "table '{table}' already exists; the option only applies when a table is created"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A declared column list must name the dataset's columns, in order, with

@@ -1,8 +1,10 @@
 //! [`LanceTableProvider`]: a Lance dataset as a DataFusion table.
 
+pub(crate) mod create;
 pub(crate) mod factory;
 pub(crate) mod partition;
 pub(crate) mod pushdown;
+pub(crate) mod write;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -11,9 +13,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::Session;
-use datafusion::common::{DFSchema, plan_err};
+use datafusion::common::{Constraints, DFSchema, plan_err};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr::PhysicalExpr;
@@ -58,11 +61,14 @@ struct SnapshotMemo {
 /// The schema is the one the table had when the provider was created;
 /// re-register the table to see columns added later.
 pub struct LanceTableProvider {
+    name: String,
     uri: String,
     display_uri: String,
     params: ObjectStoreParams,
     version: VersionSpec,
     schema: SchemaRef,
+    constraints: Option<Constraints>,
+    options: LanceTableOptions,
     pinned: Option<Arc<Dataset>>,
     cache: Option<Arc<LanceSessionCache>>,
     memo: Mutex<Option<SnapshotMemo>>,
@@ -80,6 +86,7 @@ impl fmt::Debug for LanceTableProvider {
 /// Builds a [`LanceTableProvider`].
 #[derive(Debug, Clone)]
 pub struct LanceTableProviderBuilder {
+    name: Option<String>,
     uri: String,
     options: LanceTableOptions,
     params: Option<ObjectStoreParams>,
@@ -87,6 +94,12 @@ pub struct LanceTableProviderBuilder {
 }
 
 impl LanceTableProviderBuilder {
+    /// The table's name in messages (defaults to its location).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// Reads version `version` (the provider becomes read-only for writes).
     pub fn with_version(mut self, version: u64) -> Self {
         self.options.version = VersionSpec::Version(version);
@@ -145,13 +158,18 @@ impl LanceTableProviderBuilder {
             .unwrap_or_else(|| store_params(&self.options.storage_options));
         let dataset = open_with.open(&uri, &params, &self.options.version).await?;
         let schema = Arc::new(Schema::from(dataset.schema()));
+        let constraints = create::primary_key_constraints(dataset.schema(), &schema);
         let pinned = (!self.options.version.is_latest()).then_some(dataset);
+        let display_uri = redact_uri(&uri);
         Ok(LanceTableProvider {
-            display_uri: redact_uri(&uri),
+            name: self.name.unwrap_or_else(|| display_uri.clone()),
+            display_uri,
             uri,
             params,
-            version: self.options.version,
+            version: self.options.version.clone(),
             schema,
+            constraints,
+            options: self.options,
             pinned,
             cache: self.cache,
             memo: Mutex::new(None),
@@ -164,6 +182,7 @@ impl LanceTableProvider {
     /// `file://` URL or object-store URL).
     pub fn builder(uri: impl Into<String>) -> LanceTableProviderBuilder {
         LanceTableProviderBuilder {
+            name: None,
             uri: uri.into(),
             options: LanceTableOptions::default(),
             params: None,
@@ -175,6 +194,11 @@ impl LanceTableProvider {
     /// process-wide shared Lance session.
     pub async fn try_new(uri: impl Into<String>) -> Result<Self> {
         Self::builder(uri).build().await
+    }
+
+    /// The Lance object-store parameters of the table.
+    pub(crate) fn store_params(&self) -> &ObjectStoreParams {
+        &self.params
     }
 
     /// The normalised table URI.
@@ -261,6 +285,10 @@ impl TableProvider for LanceTableProvider {
 
     fn table_type(&self) -> TableType {
         TableType::Base
+    }
+
+    fn constraints(&self) -> Option<&Constraints> {
+        self.constraints.as_ref()
     }
 
     fn supports_filters_pushdown(
@@ -392,5 +420,18 @@ impl TableProvider for LanceTableProvider {
             ));
         }
         Ok(plan)
+    }
+
+    async fn insert_into(
+        &self,
+        state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Ok(self.plan_insert(state, input, insert_op).await?)
+    }
+
+    async fn truncate(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Ok(self.plan_truncate(state).await?)
     }
 }

@@ -1,0 +1,266 @@
+//! [`LanceCommitExec`]: commits every fragment a statement wrote in ONE Lance
+//! transaction, then reports the row count.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::common::internal_err;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{Distribution, EquivalenceProperties};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::StreamExt;
+use lance::dataset::transaction::{Operation, Transaction};
+use lance::dataset::{CommitBuilder, WriteDestination};
+use lance_table::format::Fragment;
+
+use super::target::{CommitKind, WriteTarget, count_batch, count_schema, decode_fragments};
+use crate::config::VersionSpec;
+use crate::error::Error;
+
+/// Commits the fragments its single input partition delivers (the rows of a
+/// [`super::LanceWriteExec`]) as one transaction: one statement, exactly one
+/// new version, or none at all.
+///
+/// * `Append` of nothing commits nothing (no new version) and returns 0.
+/// * If the input fails, nothing is committed and the data files already
+///   written by finished partitions are deleted (best effort).
+/// * If the commit fails, its data files are deleted unless Lance cannot tell
+///   whether the commit happened.
+pub struct LanceCommitExec {
+    input: Arc<dyn ExecutionPlan>,
+    target: Arc<WriteTarget>,
+    kind: CommitKind,
+    properties: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for LanceCommitExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LanceCommitExec")
+            .field("target", &self.target)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LanceCommitExec {
+    /// Commits what `input` wrote to `target`.
+    pub(crate) fn new(
+        input: Arc<dyn ExecutionPlan>,
+        target: Arc<WriteTarget>,
+        kind: CommitKind,
+    ) -> Self {
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            input,
+            target,
+            kind,
+            properties,
+        }
+    }
+}
+
+impl DisplayAs for LanceCommitExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
+                f,
+                "LanceCommitExec: uri={}, operation={}, read_version={}",
+                self.target.display_uri,
+                self.kind,
+                self.target.read_version()
+            ),
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "uri={}", self.target.display_uri)?;
+                writeln!(f, "operation={}", self.kind)?;
+                writeln!(f, "read_version={}", self.target.read_version())
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for LanceCommitExec {
+    fn name(&self) -> &str {
+        "LanceCommitExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        vec![Distribution::SinglePartition]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("LanceCommitExec takes exactly one input");
+        }
+        Ok(Arc::new(Self::new(
+            children.remove(0),
+            Arc::clone(&self.target),
+            self.kind,
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return internal_err!("LanceCommitExec has one partition, {partition} requested");
+        }
+        let input = self.input.execute(0, context)?;
+        let (target, kind) = (Arc::clone(&self.target), self.kind);
+        let fut = async move {
+            let (rows, fragments) = collect_fragments(input, &target).await?;
+            let count = commit(&target, kind, rows, fragments).await?;
+            count_batch(count)
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            count_schema(),
+            futures::stream::once(fut),
+        )))
+    }
+}
+
+/// Gathers every partition's fragments; on failure removes what was written.
+async fn collect_fragments(
+    mut input: SendableRecordBatchStream,
+    target: &WriteTarget,
+) -> DFResult<(u64, Vec<Fragment>)> {
+    let mut rows = 0;
+    let mut fragments = Vec::new();
+    while let Some(batch) = input.next().await {
+        match batch.and_then(|b| decode_fragments(&b)) {
+            Ok((r, f)) => {
+                rows += r;
+                fragments.extend(f);
+            }
+            Err(e) => {
+                // Stop the other writers before removing what they delivered.
+                drop(input);
+                target.remove_files(&fragments).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok((rows, fragments))
+}
+
+/// Commits `fragments` as one transaction; returns the statement's row count.
+async fn commit(
+    target: &WriteTarget,
+    kind: CommitKind,
+    rows: u64,
+    fragments: Vec<Fragment>,
+) -> DFResult<u64> {
+    let operation = match (kind, &target.base) {
+        (CommitKind::Append, _) if fragments.is_empty() => return Ok(0),
+        (CommitKind::Append, _) => Operation::Append {
+            fragments: fragments.clone(),
+        },
+        (CommitKind::Overwrite | CommitKind::Truncate, Some(base)) => Operation::Overwrite {
+            fragments: fragments.clone(),
+            schema: base.schema().clone(),
+            config_upsert_values: None,
+            initial_bases: None,
+        },
+        (CommitKind::Create, None) => {
+            ensure_absent(target).await?;
+            let schema = lance::datatypes::Schema::try_from(target.schema.as_ref())
+                .map_err(|e| Error::lance("creating", &target.uri, e))?;
+            Operation::Overwrite {
+                fragments: fragments.clone(),
+                schema,
+                config_upsert_values: None,
+                initial_bases: None,
+            }
+        }
+        (kind, _) => return internal_err!("inconsistent {kind} commit"),
+    };
+    let transaction = Transaction::new(target.read_version(), operation, None);
+    let dest = match &target.base {
+        Some(ds) => WriteDestination::Dataset(Arc::clone(ds)),
+        None => WriteDestination::Uri(&target.uri),
+    };
+    let mut builder = CommitBuilder::new(dest)
+        .with_session(Arc::clone(target.cache.session()))
+        .with_store_params(target.params.clone())
+        .with_skip_auto_cleanup(true);
+    if kind == CommitKind::Create {
+        builder = builder
+            .with_storage_format(target.options.storage_version)
+            .use_stable_row_ids(target.options.stable_row_ids);
+    }
+    let removed = match (kind, &target.base) {
+        (CommitKind::Truncate, Some(base)) => base.count_rows(None).await.unwrap_or(0) as u64,
+        _ => rows,
+    };
+    match builder.execute(transaction).await {
+        Ok(dataset) => {
+            target
+                .cache
+                .note_committed(&target.uri, &target.params, Arc::new(dataset));
+            Ok(removed)
+        }
+        Err(e) => {
+            if !e.is_commit_status_unknown() {
+                target.remove_files(&fragments).await;
+            }
+            Err(commit_error(target, e))
+        }
+    }
+}
+
+/// A `COPY ... STORED AS LANCE` must not replace a dataset created meanwhile.
+async fn ensure_absent(target: &WriteTarget) -> DFResult<()> {
+    match target
+        .cache
+        .open(&target.uri, &target.params, &VersionSpec::Latest)
+        .await
+    {
+        Err(Error::DatasetNotFound { .. }) => Ok(()),
+        Ok(_) => Err(Error::unsupported(format!(
+            "a Lance dataset already exists at '{}'; use INSERT INTO or INSERT OVERWRITE",
+            target.display_uri
+        ))
+        .into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn commit_error(target: &WriteTarget, e: lance::Error) -> DataFusionError {
+    match e {
+        lance::Error::CommitConflict { .. }
+        | lance::Error::IncompatibleTransaction { .. }
+        | lance::Error::RetryableCommitConflict { .. }
+        | lance::Error::TooMuchWriteContention { .. } => Error::CommitConflict {
+            table: target.table.clone(),
+            source: e,
+        }
+        .into(),
+        e => Error::lance("committing to", &target.uri, e).into(),
+    }
+}

@@ -1,0 +1,186 @@
+//! What a write statement writes to: shared by [`super::LanceWriteExec`] and
+//! [`super::LanceCommitExec`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::error::{DataFusionError, Result as DFResult};
+use lance::Dataset;
+use lance::dataset::builder::DatasetBuilder;
+use lance_file::version::LanceFileVersion;
+use lance_io::object_store::ObjectStoreParams;
+use lance_table::format::Fragment;
+
+use crate::error::Error;
+use crate::session::LanceSessionCache;
+
+/// How the statement's fragments are committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitKind {
+    /// `INSERT INTO`: one `Append` transaction.
+    Append,
+    /// `INSERT OVERWRITE`: one `Overwrite` transaction keeping the schema.
+    Overwrite,
+    /// `TRUNCATE`: an `Overwrite` with no fragments; reports the rows removed.
+    Truncate,
+    /// `COPY ... TO ... STORED AS LANCE`: creates the dataset (version 1).
+    Create,
+}
+
+impl fmt::Display for CommitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CommitKind::Append => "append",
+            CommitKind::Overwrite => "overwrite",
+            CommitKind::Truncate => "truncate",
+            CommitKind::Create => "create",
+        })
+    }
+}
+
+/// Knobs of the data files written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Rows per data file (fragment).
+    pub max_rows_per_file: usize,
+    /// Rows per row group.
+    pub max_rows_per_group: usize,
+    /// File format of a created table.
+    pub storage_version: LanceFileVersion,
+    /// Stable row ids for a created table.
+    pub stable_row_ids: bool,
+}
+
+/// The table a write statement targets.
+pub struct WriteTarget {
+    /// Table name (or location) for messages.
+    pub(crate) table: String,
+    pub(crate) uri: String,
+    pub(crate) display_uri: String,
+    pub(crate) params: ObjectStoreParams,
+    pub(crate) cache: Arc<LanceSessionCache>,
+    /// The version the statement read; `None` when it creates the dataset.
+    pub(crate) base: Option<Arc<Dataset>>,
+    /// The table's Arrow schema (non-nullable fields are NOT NULL).
+    pub(crate) schema: SchemaRef,
+    pub(crate) options: WriteOptions,
+}
+
+impl fmt::Debug for WriteTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // No store parameters: they may hold credentials.
+        f.debug_struct("WriteTarget")
+            .field("table", &self.table)
+            .field("uri", &self.display_uri)
+            .field("read_version", &self.read_version())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WriteTarget {
+    /// The version the statement read (0 when it creates the dataset).
+    pub fn read_version(&self) -> u64 {
+        self.base.as_ref().map_or(0, |d| d.version_id())
+    }
+
+    /// Deletes the data files of `fragments` (best effort; failures are logged).
+    pub(crate) async fn remove_files(&self, fragments: &[Fragment]) {
+        if fragments.is_empty() {
+            return;
+        }
+        let built = DatasetBuilder::from_uri(&self.uri)
+            .with_session(Arc::clone(self.cache.session()))
+            .with_store_params(self.params.clone())
+            .build_object_store()
+            .await;
+        let (store, base, _) = match built {
+            Ok(parts) => parts,
+            Err(e) => {
+                log::warn!(
+                    "could not clean up data files of a failed write to '{}': {e}",
+                    self.display_uri
+                );
+                return;
+            }
+        };
+        for file in fragments.iter().flat_map(|f| &f.files) {
+            let path = base.clone().join("data").join(file.path.as_str());
+            if let Err(e) = store.delete(&path).await {
+                log::warn!("could not remove orphaned data file '{path}': {e}");
+            }
+        }
+    }
+}
+
+/// Schema of the rows [`super::LanceWriteExec`] emits: one row per partition.
+pub(crate) fn fragments_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("rows", DataType::UInt64, false),
+        Field::new("fragments", DataType::Utf8, false),
+    ]))
+}
+
+/// Encodes the fragments one partition wrote.
+pub(crate) fn encode_fragments(rows: u64, fragments: &[Fragment]) -> DFResult<RecordBatch> {
+    let json =
+        serde_json::to_string(fragments).map_err(|e| DataFusionError::External(Box::new(e)))?;
+    Ok(RecordBatch::try_new(
+        fragments_schema(),
+        vec![
+            Arc::new(UInt64Array::from(vec![rows])),
+            Arc::new(StringArray::from(vec![json])),
+        ],
+    )?)
+}
+
+/// Decodes rows emitted by [`super::LanceWriteExec`].
+pub(crate) fn decode_fragments(batch: &RecordBatch) -> DFResult<(u64, Vec<Fragment>)> {
+    let bad = || DataFusionError::Internal("unexpected fragment metadata batch".into());
+    let rows = batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<UInt64Array>()
+        .ok_or_else(bad)?;
+    let json = batch
+        .column(1)
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .ok_or_else(bad)?;
+    let mut total = 0;
+    let mut fragments = Vec::new();
+    for i in 0..batch.num_rows() {
+        total += rows.value(i);
+        let decoded: Vec<Fragment> = serde_json::from_str(json.value(i))
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        fragments.extend(decoded);
+    }
+    Ok((total, fragments))
+}
+
+/// The single-row `count` batch every DML statement returns.
+pub(crate) fn count_batch(count: u64) -> DFResult<RecordBatch> {
+    Ok(RecordBatch::try_new(
+        count_schema(),
+        vec![Arc::new(UInt64Array::from(vec![count]))],
+    )?)
+}
+
+/// Schema of a DML result: one non-null `count` column.
+pub(crate) fn count_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new(
+        "count",
+        DataType::UInt64,
+        false,
+    )]))
+}
+
+/// Converts a Lance error raised while writing `target`.
+pub(crate) fn write_error(
+    target: &WriteTarget,
+    action: &'static str,
+    e: lance::Error,
+) -> DataFusionError {
+    Error::lance(action, &target.uri, e).into()
+}

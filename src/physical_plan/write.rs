@@ -1,0 +1,261 @@
+//! [`LanceWriteExec`]: each input partition writes Lance data files,
+//! uncommitted, and emits their fragment metadata.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::array::{Array, RecordBatch};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::internal_err;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
+    PlanProperties,
+};
+use futures::StreamExt;
+use lance::dataset::transaction::Operation;
+use lance::dataset::{InsertBuilder, WriteDestination, WriteMode, WriteParams};
+
+use super::target::{WriteTarget, encode_fragments, fragments_schema, write_error};
+
+/// Writes every input partition as uncommitted Lance fragments (in parallel:
+/// one writer per partition) and emits one row per partition with the
+/// fragments' metadata. Nothing becomes visible until a
+/// [`super::LanceCommitExec`] commits those fragments.
+pub struct LanceWriteExec {
+    input: Arc<dyn ExecutionPlan>,
+    target: Arc<WriteTarget>,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl fmt::Debug for LanceWriteExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LanceWriteExec")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LanceWriteExec {
+    /// Writes `input` to `target`.
+    pub(crate) fn new(input: Arc<dyn ExecutionPlan>, target: Arc<WriteTarget>) -> Self {
+        let partitions = input.output_partitioning().partition_count();
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(fragments_schema()),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            input,
+            target,
+            properties,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+}
+
+impl DisplayAs for LanceWriteExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = &self.target.options;
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
+                f,
+                "LanceWriteExec: uri={}, read_version={}, max_rows_per_file={}",
+                self.target.display_uri,
+                self.target.read_version(),
+                o.max_rows_per_file
+            ),
+            DisplayFormatType::TreeRender => {
+                writeln!(f, "uri={}", self.target.display_uri)?;
+                writeln!(f, "read_version={}", self.target.read_version())?;
+                writeln!(f, "max_rows_per_file={}", o.max_rows_per_file)
+            }
+        }
+    }
+}
+
+impl ExecutionPlan for LanceWriteExec {
+    fn name(&self) -> &str {
+        "LanceWriteExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("LanceWriteExec takes exactly one input");
+        }
+        Ok(Arc::new(Self::new(
+            children.remove(0),
+            Arc::clone(&self.target),
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let target = Arc::clone(&self.target);
+        let rows_written = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let fut = async move {
+            let (rows, fragments) = write_partition(input, target).await?;
+            rows_written.add(rows as usize);
+            encode_fragments(rows, &fragments)
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            fragments_schema(),
+            futures::stream::once(fut),
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+/// Checks one input batch against the table: NOT NULL columns hold no NULL.
+fn check_batch(batch: &RecordBatch, target: &WriteTarget) -> DFResult<()> {
+    for (field, column) in target.schema.fields().iter().zip(batch.columns()) {
+        if !field.is_nullable() && column.null_count() > 0 {
+            return Err(DataFusionError::Execution(format!(
+                "column '{}' of table '{}' is NOT NULL but the inserted data holds NULL",
+                field.name(),
+                target.table
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Names the vector column(s) a failed fixed-size-list cast refers to.
+fn explain_input_error(e: DataFusionError, target: &WriteTarget) -> DataFusionError {
+    let text = e.to_string();
+    if !text.contains("FixedSizeList") {
+        return e;
+    }
+    let vectors: Vec<String> = target
+        .schema
+        .fields()
+        .iter()
+        .filter_map(|f| match f.data_type() {
+            DataType::FixedSizeList(_, n) => Some(format!("'{}' (dimension {n})", f.name())),
+            _ => None,
+        })
+        .collect();
+    if vectors.is_empty() {
+        return e;
+    }
+    DataFusionError::Execution(format!(
+        "value does not fit vector column {} of table '{}': {}",
+        vectors.join(" or "),
+        target.table,
+        e.strip_backtrace()
+    ))
+}
+
+/// Writes one partition; returns rows written and the uncommitted fragments.
+async fn write_partition(
+    mut input: SendableRecordBatchStream,
+    target: Arc<WriteTarget>,
+) -> DFResult<(u64, Vec<lance_table::format::Fragment>)> {
+    // An empty partition writes nothing (and does not touch the store).
+    let first = match input.next().await {
+        None => return Ok((0, Vec::new())),
+        Some(batch) => batch.map_err(|e| explain_input_error(e, &target))?,
+    };
+    check_batch(&first, &target)?;
+
+    // The first error of the input, kept so the statement fails with it rather
+    // than with Lance's wrapper.
+    let input_error: Arc<Mutex<Option<DataFusionError>>> = Arc::new(Mutex::new(None));
+    let rows = Arc::new(std::sync::atomic::AtomicU64::new(first.num_rows() as u64));
+    let stream = {
+        let (input_error, rows) = (Arc::clone(&input_error), Arc::clone(&rows));
+        let target = Arc::clone(&target);
+        futures::stream::once(async move { Ok(first) }).chain(input.map(move |batch| {
+            let batch = batch
+                .map_err(|e| explain_input_error(e, &target))
+                .and_then(|b| check_batch(&b, &target).map(|_| b));
+            match &batch {
+                Ok(b) => {
+                    rows.fetch_add(b.num_rows() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => {
+                    let mut slot = input_error.lock().unwrap_or_else(|p| p.into_inner());
+                    if slot.is_none() {
+                        *slot = Some(DataFusionError::Execution(e.strip_backtrace()));
+                    }
+                }
+            }
+            batch
+        }))
+    };
+    let stream: SendableRecordBatchStream = Box::pin(RecordBatchStreamAdapter::new(
+        Arc::clone(&target.schema),
+        stream,
+    ));
+
+    let params = WriteParams {
+        mode: if target.base.is_some() {
+            WriteMode::Append
+        } else {
+            WriteMode::Create
+        },
+        max_rows_per_file: target.options.max_rows_per_file,
+        max_rows_per_group: target.options.max_rows_per_group,
+        data_storage_version: Some(target.options.storage_version),
+        enable_stable_row_ids: target.options.stable_row_ids,
+        session: Some(Arc::clone(target.cache.session())),
+        store_params: Some(target.params.clone()),
+        skip_auto_cleanup: true,
+        ..Default::default()
+    };
+    let dest = match &target.base {
+        Some(ds) => WriteDestination::Dataset(Arc::clone(ds)),
+        None => WriteDestination::Uri(&target.uri),
+    };
+    let written = InsertBuilder::new(dest)
+        .with_params(&params)
+        .execute_uncommitted_stream(stream)
+        .await;
+    let transaction = match written {
+        Ok(t) => t,
+        Err(e) => {
+            let original = input_error.lock().unwrap_or_else(|p| p.into_inner()).take();
+            return Err(original.unwrap_or_else(|| write_error(&target, "writing to", e)));
+        }
+    };
+    let fragments = match transaction.operation {
+        Operation::Append { fragments } | Operation::Overwrite { fragments, .. } => fragments,
+        other => {
+            return internal_err!("unexpected Lance write operation {other}");
+        }
+    };
+    Ok((rows.load(std::sync::atomic::Ordering::Relaxed), fragments))
+}

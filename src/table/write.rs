@@ -1,0 +1,92 @@
+//! Planning of `INSERT INTO`, `INSERT OVERWRITE` and `TRUNCATE`.
+
+use std::sync::Arc;
+
+use datafusion::catalog::Session;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::empty::EmptyExec;
+
+use super::LanceTableProvider;
+use crate::config::LanceConfig;
+use crate::error::{Error, Result};
+use crate::physical_plan::target::fragments_schema;
+use crate::physical_plan::{
+    CommitKind, LanceCommitExec, LanceWriteExec, WriteOptions, WriteTarget,
+};
+
+impl LanceTableProvider {
+    /// The write target of a statement planned with `state`: the table's
+    /// latest version as this query sees it. Pinned tables are read-only.
+    pub(crate) async fn write_target(&self, state: &dyn Session) -> Result<Arc<WriteTarget>> {
+        if !self.version.is_latest() {
+            return Err(Error::unsupported(format!(
+                "table '{}' is pinned to {} and is read-only; register the table without \
+                 'lance.version'/'lance.tag' to write to it",
+                self.name, self.version
+            )));
+        }
+        let base = self.snapshot(state).await?;
+        let settings = LanceConfig::from_options(state.config_options());
+        Ok(Arc::new(WriteTarget {
+            table: self.name.clone(),
+            uri: self.uri.clone(),
+            display_uri: self.display_uri.clone(),
+            params: self.params.clone(),
+            cache: self.session_cache(state),
+            schema: Arc::clone(&self.schema),
+            options: WriteOptions {
+                max_rows_per_file: self
+                    .options
+                    .max_rows_per_file
+                    .unwrap_or(settings.max_rows_per_file),
+                max_rows_per_group: self
+                    .options
+                    .max_rows_per_group
+                    .unwrap_or(settings.max_rows_per_group),
+                storage_version: settings.data_storage_version,
+                stable_row_ids: false,
+            },
+            base: Some(base),
+        }))
+    }
+
+    /// `INSERT INTO` / `INSERT OVERWRITE`: parallel writers, one commit.
+    pub(crate) async fn plan_insert(
+        &self,
+        state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let kind = match insert_op {
+            InsertOp::Append => CommitKind::Append,
+            InsertOp::Overwrite => CommitKind::Overwrite,
+            InsertOp::Replace => {
+                return Err(Error::unsupported(format!(
+                    "INSERT OR REPLACE / REPLACE INTO table '{}' is not supported yet",
+                    self.name
+                )));
+            }
+        };
+        let target = self.write_target(state).await?;
+        let write: Arc<dyn ExecutionPlan> =
+            Arc::new(LanceWriteExec::new(input, Arc::clone(&target)));
+        let gathered = Arc::new(CoalescePartitionsExec::new(write));
+        Ok(Arc::new(LanceCommitExec::new(gathered, target, kind)))
+    }
+
+    /// `TRUNCATE`: one `Overwrite` with no fragments; the schema is kept.
+    pub(crate) async fn plan_truncate(
+        &self,
+        state: &dyn Session,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let target = self.write_target(state).await?;
+        let nothing = Arc::new(EmptyExec::new(fragments_schema()));
+        Ok(Arc::new(LanceCommitExec::new(
+            nothing,
+            target,
+            CommitKind::Truncate,
+        )))
+    }
+}
