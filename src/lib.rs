@@ -40,6 +40,7 @@
 pub mod catalog;
 pub mod config;
 pub mod error;
+pub mod format;
 pub mod physical_plan;
 pub mod planner;
 pub mod session;
@@ -90,6 +91,8 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
 }
 
 fn register_on_state(state: &mut SessionState) {
+    // Cannot fail with overwrite = true.
+    let _ = state.register_file_format(Arc::new(format::LanceFormatFactory::default()), true);
     state.table_factories_mut().insert(
         LANCE_FORMAT.to_string(),
         Arc::new(LanceTableProviderFactory::new()),

@@ -5,9 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion::common::internal_err;
+use datafusion::common::runtime::JoinSet;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{Distribution, EquivalenceProperties};
+use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
@@ -22,13 +23,16 @@ use super::target::{CommitKind, WriteTarget, count_batch, count_schema, decode_f
 use crate::config::VersionSpec;
 use crate::error::Error;
 
-/// Commits the fragments its single input partition delivers (the rows of a
-/// [`super::LanceWriteExec`]) as one transaction: one statement, exactly one
-/// new version, or none at all.
+/// Runs every partition of its input (a [`super::LanceWriteExec`]) and
+/// commits the fragments they deliver as one transaction: one statement,
+/// exactly one new version, or none at all.
 ///
 /// * `Append` of nothing commits nothing (no new version) and returns 0.
-/// * If the input fails, nothing is committed and the data files already
-///   written by finished partitions are deleted (best effort).
+/// * If a partition fails, the others are told to stop (their partial files
+///   are removed by Lance), nothing is committed, and the data files of the
+///   partitions that had finished are deleted: the statement leaves no file
+///   behind. Only a process killed mid-statement (or a dropped result stream)
+///   leaves unreferenced files, which `cleanup_old_versions` reclaims.
 /// * If the commit fails, its data files are deleted unless Lance cannot tell
 ///   whether the commit happened.
 pub struct LanceCommitExec {
@@ -101,10 +105,6 @@ impl ExecutionPlan for LanceCommitExec {
         vec![&self.input]
     }
 
-    fn required_input_distribution(&self) -> Vec<Distribution> {
-        vec![Distribution::SinglePartition]
-    }
-
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
         vec![false]
     }
@@ -131,10 +131,16 @@ impl ExecutionPlan for LanceCommitExec {
         if partition != 0 {
             return internal_err!("LanceCommitExec has one partition, {partition} requested");
         }
-        let input = self.input.execute(0, context)?;
+        self.target
+            .aborted
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        let partitions = self.input.properties().partitioning.partition_count();
+        let inputs = (0..partitions)
+            .map(|p| self.input.execute(p, Arc::clone(&context)))
+            .collect::<DFResult<Vec<_>>>()?;
         let (target, kind) = (Arc::clone(&self.target), self.kind);
         let fut = async move {
-            let (rows, fragments) = collect_fragments(input, &target).await?;
+            let (rows, fragments) = collect_fragments(inputs, &target).await?;
             let count = commit(&target, kind, rows, fragments).await?;
             count_batch(count)
         };
@@ -145,28 +151,54 @@ impl ExecutionPlan for LanceCommitExec {
     }
 }
 
-/// Gathers every partition's fragments; on failure removes what was written.
+/// Runs the writers concurrently and gathers their fragments. On the first
+/// failure the other writers are aborted and every delivered file removed.
 async fn collect_fragments(
-    mut input: SendableRecordBatchStream,
-    target: &WriteTarget,
+    inputs: Vec<SendableRecordBatchStream>,
+    target: &Arc<WriteTarget>,
 ) -> DFResult<(u64, Vec<Fragment>)> {
+    let mut writers = JoinSet::new();
+    for mut input in inputs {
+        writers.spawn(async move {
+            let mut rows = 0;
+            let mut fragments = Vec::new();
+            while let Some(batch) = input.next().await {
+                let (r, f) = decode_fragments(&batch?)?;
+                rows += r;
+                fragments.extend(f);
+            }
+            Ok::<_, DataFusionError>((rows, fragments))
+        });
+    }
     let mut rows = 0;
     let mut fragments = Vec::new();
-    while let Some(batch) = input.next().await {
-        match batch.and_then(|b| decode_fragments(&b)) {
+    let mut failure: Option<DataFusionError> = None;
+    while let Some(joined) = writers.join_next().await {
+        let result = joined.unwrap_or_else(|e| {
+            Err(DataFusionError::Execution(format!(
+                "a writer task failed: {e}"
+            )))
+        });
+        match result {
             Ok((r, f)) => {
                 rows += r;
                 fragments.extend(f);
             }
-            Err(e) => {
-                // Stop the other writers before removing what they delivered.
-                drop(input);
-                target.remove_files(&fragments).await;
-                return Err(e);
+            // Errors of aborted siblings only echo the first failure.
+            Err(e) if failure.is_none() => {
+                target.abort();
+                failure = Some(e);
             }
+            Err(_) => {}
         }
     }
-    Ok((rows, fragments))
+    match failure {
+        Some(e) => {
+            target.remove_files(&fragments).await;
+            Err(e)
+        }
+        None => Ok((rows, fragments)),
+    }
 }
 
 /// Commits `fragments` as one transaction; returns the statement's row count.

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -66,6 +67,8 @@ pub struct WriteTarget {
     /// The table's Arrow schema (non-nullable fields are NOT NULL).
     pub(crate) schema: SchemaRef,
     pub(crate) options: WriteOptions,
+    /// Set when a writer failed: the others stop at their next batch.
+    pub(crate) aborted: AtomicBool,
 }
 
 impl fmt::Debug for WriteTarget {
@@ -83,6 +86,16 @@ impl WriteTarget {
     /// The version the statement read (0 when it creates the dataset).
     pub fn read_version(&self) -> u64 {
         self.base.as_ref().map_or(0, |d| d.version_id())
+    }
+
+    /// Tells every writer of this statement to stop.
+    pub(crate) fn abort(&self) {
+        self.aborted.store(true, Ordering::SeqCst);
+    }
+
+    /// True once a writer of this statement failed.
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
     }
 
     /// Deletes the data files of `fragments` (best effort; failures are logged).

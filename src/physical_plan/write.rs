@@ -199,9 +199,15 @@ async fn write_partition(
         let (input_error, rows) = (Arc::clone(&input_error), Arc::clone(&rows));
         let target = Arc::clone(&target);
         futures::stream::once(async move { Ok(first) }).chain(input.map(move |batch| {
-            let batch = batch
-                .map_err(|e| explain_input_error(e, &target))
-                .and_then(|b| check_batch(&b, &target).map(|_| b));
+            let batch = if target.is_aborted() {
+                Err(DataFusionError::Execution(
+                    "write aborted: another partition of the statement failed".into(),
+                ))
+            } else {
+                batch
+                    .map_err(|e| explain_input_error(e, &target))
+                    .and_then(|b| check_batch(&b, &target).map(|_| b))
+            };
             match &batch {
                 Ok(b) => {
                     rows.fetch_add(b.num_rows() as u64, std::sync::atomic::Ordering::Relaxed);

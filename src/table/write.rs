@@ -5,7 +5,6 @@ use std::sync::Arc;
 use datafusion::catalog::Session;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::empty::EmptyExec;
 
 use super::LanceTableProvider;
@@ -36,6 +35,7 @@ impl LanceTableProvider {
             params: self.params.clone(),
             cache: self.session_cache(state),
             schema: Arc::clone(&self.schema),
+            aborted: Default::default(),
             options: WriteOptions {
                 max_rows_per_file: self
                     .options
@@ -70,10 +70,8 @@ impl LanceTableProvider {
             }
         };
         let target = self.write_target(state).await?;
-        let write: Arc<dyn ExecutionPlan> =
-            Arc::new(LanceWriteExec::new(input, Arc::clone(&target)));
-        let gathered = Arc::new(CoalescePartitionsExec::new(write));
-        Ok(Arc::new(LanceCommitExec::new(gathered, target, kind)))
+        let write = Arc::new(LanceWriteExec::new(input, Arc::clone(&target)));
+        Ok(Arc::new(LanceCommitExec::new(write, target, kind)))
     }
 
     /// `TRUNCATE`: one `Overwrite` with no fragments; the schema is kept.

@@ -6,6 +6,8 @@ mod fixtures;
 
 mod cli;
 mod differential;
+mod faults;
 mod session;
 mod snapshot;
 mod util;
+mod writes;

@@ -1,0 +1,403 @@
+//! Write path: failures commit nothing and leave no files; concurrent
+//! statements each commit exactly once; readers see only committed states.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
+use datafusion_lance::LanceTableProvider;
+use futures::StreamExt;
+use lance::dataset::builder::DatasetBuilder;
+use tokio::sync::Barrier;
+
+use crate::faults::{Fault, FaultInjector};
+use crate::fixtures::numbers;
+use crate::util::{context, dataset_path, ints, private_cache};
+
+/// Every file under `<uri>/data` (any object store Lance can open).
+async fn data_files(uri: &str) -> BTreeSet<String> {
+    let (store, base, _) = DatasetBuilder::from_uri(uri)
+        .build_object_store()
+        .await
+        .unwrap();
+    let prefix = base.join("data");
+    store
+        .inner
+        .list(Some(&prefix))
+        .map(|meta| meta.unwrap().location.to_string())
+        .collect()
+        .await
+}
+
+async fn sql(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<Vec<RecordBatch>> {
+    ctx.sql(sql).await?.collect().await
+}
+
+async fn version(ctx: &SessionContext, table: &str) -> i64 {
+    ints(
+        ctx,
+        &format!("SELECT max(version) FROM lance_versions('{table}')"),
+    )
+    .await[0]
+}
+
+/// A table `t (id BIGINT NOT NULL, label VARCHAR)` holding the 94 ids of
+/// `numbers` below 100, and the `numbers` fixture registered as `src`.
+async fn setup(dir: &tempfile::TempDir, ctx: &SessionContext) -> String {
+    setup_at(dir, ctx, &dataset_path(dir, "t.lance")).await
+}
+
+const INITIAL: i64 = 94;
+
+async fn setup_at(dir: &tempfile::TempDir, ctx: &SessionContext, uri: &str) -> String {
+    let uri = uri.to_string();
+    let src = dataset_path(dir, "numbers.lance");
+    numbers(&src).await;
+    sql(
+        ctx,
+        &format!("CREATE EXTERNAL TABLE src STORED AS LANCE LOCATION '{src}'"),
+    )
+    .await
+    .unwrap();
+    sql(
+        ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, label VARCHAR) STORED AS LANCE LOCATION '{uri}'"
+        ),
+    )
+    .await
+    .unwrap();
+    sql(ctx, "INSERT INTO t SELECT id, s FROM src WHERE id < 100")
+        .await
+        .unwrap();
+    uri
+}
+
+/// The table is exactly as before: version, rows, and files on disk.
+async fn assert_unchanged(
+    ctx: &SessionContext,
+    uri: &str,
+    before: (i64, Vec<i64>, BTreeSet<String>),
+) {
+    assert_eq!(version(ctx, "t").await, before.0, "no new version");
+    assert_eq!(
+        ints(ctx, "SELECT count(*), sum(id) FROM t").await,
+        before.1,
+        "content unchanged"
+    );
+    assert_eq!(data_files(uri).await, before.2, "no data file left behind");
+}
+
+async fn snapshot(ctx: &SessionContext, uri: &str) -> (i64, Vec<i64>, BTreeSet<String>) {
+    (
+        version(ctx, "t").await,
+        ints(ctx, "SELECT count(*), sum(id) FROM t").await,
+        data_files(uri).await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_late_expression_error_commits_nothing_and_leaves_no_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(4, &private_cache());
+    let uri = setup(&dir, &ctx).await;
+    sql(&ctx, "SET lance.max_rows_per_file = 20").await.unwrap();
+    let before = snapshot(&ctx, &uri).await;
+
+    let err = sql(
+        &ctx,
+        "INSERT INTO t SELECT CASE WHEN id > 990 THEN CAST(s AS BIGINT) ELSE id + 1000 END, s FROM src",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("Cannot cast string"), "{err}");
+    assert_unchanged(&ctx, &uri, before).await;
+
+    // The next statement succeeds.
+    sql(&ctx, "INSERT INTO t SELECT id + 1000, s FROM src")
+        .await
+        .unwrap();
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM t").await,
+        vec![INITIAL + 941]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_null_in_the_last_batch_of_the_last_partition_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(4, &private_cache());
+    let uri = setup(&dir, &ctx).await;
+    sql(&ctx, "SET lance.max_rows_per_file = 50").await.unwrap();
+
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("label", DataType::Utf8, true),
+    ]));
+    let batch = |start: i64, null_last: bool| {
+        let ids: Vec<Option<i64>> = (start..start + 100)
+            .map(|i| (!(null_last && i == start + 99)).then_some(i))
+            .collect();
+        RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(ids)),
+                Arc::new(StringArray::from(vec![Some("x"); 100])),
+            ],
+        )
+        .unwrap()
+    };
+    let partitions: Vec<Vec<RecordBatch>> = (0..4)
+        .map(|p| {
+            (0..3)
+                .map(|b| batch(10_000 + p * 1000 + b * 100, p == 3 && b == 2))
+                .collect()
+        })
+        .collect();
+    ctx.register_table(
+        "mem",
+        Arc::new(MemTable::try_new(schema, partitions).unwrap()),
+    )
+    .unwrap();
+    let before = snapshot(&ctx, &uri).await;
+
+    let err = sql(&ctx, "INSERT INTO t SELECT * FROM mem")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("column 'id' of table 't' is NOT NULL but the inserted data holds NULL"),
+        "{err}"
+    );
+    assert_unchanged(&ctx, &uri, before).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_object_store_write_failure_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(4, &private_cache());
+    // Local files bypass object-store wrappers for writes; shared memory does not.
+    let uri = setup_at(&dir, &ctx, "shared-memory://write-fault/t.lance").await;
+
+    // The same table, opened through a store that fails the 3rd data-file write.
+    let faults = FaultInjector::new();
+    let faulty = LanceTableProvider::builder(&uri)
+        .with_name("faulty")
+        .with_store_params(faults.params())
+        .build()
+        .await
+        .unwrap();
+    ctx.register_table("faulty", Arc::new(faulty)).unwrap();
+    sql(&ctx, "SET lance.max_rows_per_file = 20").await.unwrap();
+    let before = snapshot(&ctx, &uri).await;
+
+    for operation in ["put", "put_multipart"] {
+        faults.fail(Fault {
+            operation,
+            pattern: "/data/",
+            skip: 2,
+            times: usize::MAX,
+        });
+    }
+    let err = sql(&ctx, "INSERT INTO faulty SELECT id + 1000, s FROM src")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(faults.injected() > 0, "the fault never fired");
+    assert!(err.contains("injected fault"), "{err}");
+    assert_unchanged(&ctx, &uri, before).await;
+
+    // Once the store recovers, the same statement succeeds.
+    faults.clear();
+    sql(&ctx, "INSERT INTO faulty SELECT id + 1000, s FROM src")
+        .await
+        .unwrap();
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM t").await,
+        vec![INITIAL + 941]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_concurrent_inserts_each_commit_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = private_cache();
+    let ctx = context(2, &cache);
+    let uri = setup(&dir, &ctx).await;
+    let v0 = version(&ctx, "t").await;
+
+    let barrier = Arc::new(Barrier::new(8));
+    let tasks: Vec<_> = (1..=8i64)
+        .map(|k| {
+            let (barrier, cache, uri) = (Arc::clone(&barrier), Arc::clone(&cache), uri.clone());
+            tokio::spawn(async move {
+                let ctx = context(2, &cache);
+                sql(
+                    &ctx,
+                    &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+                )
+                .await
+                .unwrap();
+                barrier.wait().await;
+                let out = sql(
+                    &ctx,
+                    &format!(
+                        "INSERT INTO t SELECT value + {}, 'k{k}' FROM generate_series(0, 999)",
+                        k * 10_000
+                    ),
+                )
+                .await
+                .unwrap();
+                ints_of(&out)
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), 1000);
+    }
+    assert_eq!(
+        version(&ctx, "t").await,
+        v0 + 8,
+        "exactly one version per statement"
+    );
+    assert_eq!(
+        ints(&ctx, "SELECT count(*), count(DISTINCT id) FROM t").await,
+        vec![INITIAL + 8000, INITIAL + 8000]
+    );
+    let appends = ints(
+        &ctx,
+        &format!(
+            "SELECT count(*) FROM lance_versions('t') WHERE version > {v0} AND operation = 'Append'"
+        ),
+    )
+    .await;
+    assert_eq!(appends, vec![8]);
+}
+
+fn ints_of(batches: &[RecordBatch]) -> i64 {
+    let c = cast(batches[0].column(0), &DataType::Int64).unwrap();
+    c.as_any().downcast_ref::<Int64Array>().unwrap().value(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readers_see_only_committed_states_during_20_inserts() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = private_cache();
+    let ctx = context(3, &cache);
+    let uri = dataset_path(&dir, "t.lance");
+    sql(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await
+    .unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (cache, uri, done) = (Arc::clone(&cache), uri.clone(), Arc::clone(&done));
+        tokio::spawn(async move {
+            let ctx = context(2, &cache);
+            sql(
+                &ctx,
+                &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+            )
+            .await
+            .unwrap();
+            for k in 0..20 {
+                sql(
+                    &ctx,
+                    &format!(
+                        "INSERT INTO t SELECT value FROM generate_series({}, {})",
+                        k * 500,
+                        k * 500 + 499
+                    ),
+                )
+                .await
+                .unwrap();
+            }
+            done.store(true, Ordering::SeqCst);
+        })
+    };
+    let mut observed = BTreeSet::new();
+    while !done.load(Ordering::SeqCst) {
+        let r = ints(
+            &ctx,
+            "SELECT count(*) AS n, coalesce(sum(id), 0) AS s FROM t WHERE id >= 0",
+        )
+        .await;
+        let (n, s) = (r[0], r[1]);
+        assert_eq!(n % 500, 0, "a partial commit: {n} rows");
+        assert_eq!(s, n * (n - 1) / 2, "ids 0..{n} exactly once");
+        observed.insert(n);
+    }
+    writer.await.unwrap();
+    assert_eq!(ints(&ctx, "SELECT count(*) FROM t").await, vec![10_000]);
+    assert!(!observed.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn insert_overwrite_racing_insert_is_serializable() {
+    for round in 0..4 {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = private_cache();
+        let ctx = context(2, &cache);
+        let uri = setup(&dir, &ctx).await;
+        let v0 = version(&ctx, "t").await;
+        let barrier = Arc::new(Barrier::new(2));
+        let run = |statement: String| {
+            let (barrier, cache, uri) = (Arc::clone(&barrier), Arc::clone(&cache), uri.clone());
+            tokio::spawn(async move {
+                let ctx = context(2, &cache);
+                sql(
+                    &ctx,
+                    &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+                )
+                .await
+                .unwrap();
+                barrier.wait().await;
+                sql(&ctx, &statement)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+        };
+        let overwrite =
+            run("INSERT OVERWRITE t SELECT value + 1000, 'o' FROM generate_series(0, 99)".into());
+        let insert =
+            run("INSERT INTO t SELECT value + 2000, 'i' FROM generate_series(0, 99)".into());
+        let (overwrite, insert) = (overwrite.await.unwrap(), insert.await.unwrap());
+        overwrite.unwrap_or_else(|e| panic!("round {round}: the overwrite failed: {e}"));
+        let rows = ints(
+            &ctx,
+            "SELECT count(*), count(*) FILTER (WHERE id < 1000), count(*) FILTER (WHERE id >= 2000) FROM t",
+        )
+        .await;
+        assert_eq!(
+            rows[1], 0,
+            "round {round}: rows from before the overwrite survived"
+        );
+        match insert {
+            // insert then overwrite, or overwrite then insert
+            Ok(()) => {
+                assert!(
+                    rows == vec![100, 0, 0] || rows == vec![200, 0, 100],
+                    "round {round}: {rows:?}"
+                );
+                assert_eq!(version(&ctx, "t").await, v0 + 2);
+            }
+            Err(e) => {
+                assert!(
+                    e.contains("a concurrent write conflicts with this statement"),
+                    "{e}"
+                );
+                assert_eq!(rows, vec![100, 0, 0], "round {round}");
+                assert_eq!(version(&ctx, "t").await, v0 + 1);
+            }
+        }
+    }
+}
