@@ -42,7 +42,7 @@ slt-complete: protoc ## Regenerate expected output of .slt files (F=... to filte
 	$(CARGO) test --test sqllogictests -- --complete $(F)
 
 bench: protoc ## Release benchmarks; prints the tables quoted in README.md
-	$(CARGO) bench --bench read
+	$(CARGO) bench --bench lance
 
 doc: protoc ## API docs, warnings are errors
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps

@@ -1,41 +1,20 @@
-//! Read-path benchmark: prints the tables quoted in README.md.
-//!
-//! ```text
-//! make bench                                   # 10M rows, 67 fragments, all storage versions
-//! cargo bench --bench read -- --rows 2000000   # smaller data
-//! cargo bench --bench read -- --iters 3
-//! ```
-//!
-//! For each Lance storage version (2.0, 2.1, 2.2) it runs a scan-bound
-//! TPC-H Q6-like query and an aggregation-bound Q1-like query through
-//!
-//! * this crate's `LanceTableProvider` (fragment groups as partitions),
-//! * Lance's own `lance::datafusion::LanceTableProvider`,
-//! * DataFusion over the same rows in Parquet,
-//!
-//! and decodes the queries' columns with Lance's raw `Scanner` (no
-//! DataFusion) as the floor. Times are medians; "cores" is CPU time / wall
-//! time. A second table measures 24 concurrent opens+scans of a
-//! 4,000-fragment table with per-open sessions, one shared Lance session,
-//! and this crate's shared session with single-flight loads.
-//!
-//! Generated data is kept under `target/bench-data` between runs.
+//! Read-path tables: TPC-H Q6/Q1-like queries per storage version, and
+//! concurrent opens of a 4,000-fragment table.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{Date32Array, Float64Array, RecordBatch, RecordBatchIterator, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use datafusion_lance::{CacheBudgets, LanceSessionCache, LanceTableProvider, VersionSpec};
 use futures::{StreamExt, TryStreamExt};
 use lance::Dataset;
 use lance::dataset::builder::DatasetBuilder;
-use lance::dataset::{WriteMode, WriteParams};
 use lance::session::Session;
 use lance_file::version::LanceFileVersion;
+
+use crate::common::{Args, Measure, exists, measure, write_lance};
 
 const Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM lineitem \
     WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
@@ -60,154 +39,7 @@ const Q1_COLUMNS: &[&str] = &[
     "l_shipdate",
 ];
 
-struct Args {
-    rows: usize,
-    iters: usize,
-    dir: PathBuf,
-}
-
-fn args() -> Args {
-    let mut out = Args {
-        rows: 10_000_000,
-        iters: 5,
-        dir: PathBuf::from("target/bench-data"),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--rows" => out.rows = it.next().and_then(|v| v.parse().ok()).expect("--rows N"),
-            "--iters" => out.iters = it.next().and_then(|v| v.parse().ok()).expect("--iters N"),
-            "--dir" => out.dir = PathBuf::from(it.next().expect("--dir PATH")),
-            _ => {} // cargo bench passes --bench
-        }
-    }
-    out
-}
-
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("l_quantity", DataType::Float64, false),
-        Field::new("l_extendedprice", DataType::Float64, false),
-        Field::new("l_discount", DataType::Float64, false),
-        Field::new("l_tax", DataType::Float64, false),
-        Field::new("l_returnflag", DataType::Utf8, false),
-        Field::new("l_linestatus", DataType::Utf8, false),
-        Field::new("l_shipdate", DataType::Date32, false),
-    ]))
-}
-
-/// Rows `start..start + n` of a TPC-H-like lineitem (deterministic).
-fn lineitem(start: usize, n: usize) -> RecordBatch {
-    let r = |i: usize, c: u64| splitmix((i as u64) << 3 | c);
-    let rows = start..start + n;
-    RecordBatch::try_new(
-        schema(),
-        vec![
-            Arc::new(Float64Array::from_iter_values(
-                rows.clone().map(|i| (r(i, 0) % 50 + 1) as f64),
-            )),
-            Arc::new(Float64Array::from_iter_values(
-                rows.clone()
-                    .map(|i| 900.0 + (r(i, 1) % 10_410_000) as f64 / 100.0),
-            )),
-            Arc::new(Float64Array::from_iter_values(
-                rows.clone().map(|i| (r(i, 2) % 11) as f64 / 100.0),
-            )),
-            Arc::new(Float64Array::from_iter_values(
-                rows.clone().map(|i| (r(i, 3) % 9) as f64 / 100.0),
-            )),
-            Arc::new(StringArray::from_iter_values(
-                rows.clone()
-                    .map(|i| ["A", "N", "R"][(r(i, 4) % 3) as usize]),
-            )),
-            Arc::new(StringArray::from_iter_values(
-                rows.clone().map(|i| ["F", "O"][(r(i, 5) % 2) as usize]),
-            )),
-            Arc::new(Date32Array::from_iter_values(
-                rows.map(|i| 8036 + (r(i, 6) % 2526) as i32),
-            )),
-        ],
-    )
-    .expect("lineitem batch")
-}
-
-async fn write_lance(uri: &str, rows: usize, per_file: usize, version: LanceFileVersion) {
-    let chunk = 100_000.min(rows.max(1));
-    let batches: Vec<_> = (0..rows)
-        .step_by(chunk)
-        .map(|s| Ok(lineitem(s, chunk.min(rows - s))))
-        .collect();
-    let params = WriteParams {
-        mode: WriteMode::Create,
-        max_rows_per_file: per_file,
-        data_storage_version: Some(version),
-        ..Default::default()
-    };
-    Dataset::write(
-        RecordBatchIterator::new(batches, schema()),
-        uri,
-        Some(params),
-    )
-    .await
-    .expect("write lance");
-}
-
-fn exists(path: &Path) -> bool {
-    path.join("_versions").is_dir() || path.is_file()
-}
-
-/// CPU time (user + system) of this process.
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit(')').next().unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are fields 14 and 15 (1-based); after ')' they are 12 and 13 (1-based) → 11, 12.
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
-}
-
-#[derive(Clone, Copy)]
-struct Measure {
-    wall: Duration,
-    cores: f64,
-}
-
-async fn measure<F, Fut>(iters: usize, mut f: F) -> Measure
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    f().await; // warm-up
-    let mut walls = Vec::with_capacity(iters);
-    let cpu0 = cpu_time();
-    let total0 = Instant::now();
-    for _ in 0..iters {
-        let t = Instant::now();
-        f().await;
-        walls.push(t.elapsed());
-    }
-    let total = total0.elapsed();
-    let cpu = cpu_time() - cpu0;
-    walls.sort();
-    Measure {
-        wall: walls[walls.len() / 2],
-        cores: cpu.as_secs_f64() / total.as_secs_f64().max(1e-9),
-    }
-}
-
-async fn run_sql(ctx: &SessionContext, sql: &str) -> usize {
+pub(crate) async fn run_sql(ctx: &SessionContext, sql: &str) -> usize {
     let df = ctx.sql(sql).await.expect("plan");
     let plan = df.create_physical_plan().await.expect("physical plan");
     let stream = execute_stream(plan, ctx.task_ctx()).expect("execute");
@@ -230,11 +62,11 @@ async fn raw_scan(ds: &Arc<Dataset>, columns: &[&str]) -> usize {
         .expect("scan")
 }
 
-fn config(partitions: usize) -> SessionConfig {
+pub(crate) fn config(partitions: usize) -> SessionConfig {
     SessionConfig::new().with_target_partitions(partitions)
 }
 
-fn secs(m: Measure) -> String {
+pub(crate) fn secs(m: Measure) -> String {
     format!("{:.3} s / {:.1}", m.wall.as_secs_f64(), m.cores)
 }
 
@@ -242,7 +74,7 @@ fn ratio(a: Measure, b: Measure) -> String {
     format!("{:.2}×", b.wall.as_secs_f64() / a.wall.as_secs_f64())
 }
 
-async fn query_table(args: &Args) {
+pub(crate) async fn query_table(args: &Args) {
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     let per_file = args.rows.div_ceil(66).max(1);
     std::fs::create_dir_all(&args.dir).expect("bench dir");
@@ -440,7 +272,7 @@ where
     (elapsed, sessions.iter().map(|s| s.size_bytes()).sum())
 }
 
-async fn session_table(args: &Args) {
+pub(crate) async fn session_table(args: &Args) {
     let path = args.dir.join("many-fragments-4000.lance");
     let uri = path.to_string_lossy().to_string();
     if !exists(&path) {
@@ -546,20 +378,5 @@ async fn session_table(args: &Args) {
         per.as_secs_f64() * 1e3,
         after.0.loads - before.0.loads,
         after.1.misses - before.1.misses
-    );
-}
-
-fn main() {
-    let args = args();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        query_table(&args).await;
-        session_table(&args).await;
-    });
-    println!(
-        "\nCells: median wall time / cores used (CPU time ÷ wall time). Ratios: how many times faster datafusion-lance is."
     );
 }

@@ -1,0 +1,56 @@
+//! Benchmarks: prints the tables quoted in README.md.
+//!
+//! ```text
+//! make bench                                       # everything, 10M rows
+//! cargo bench --bench lance -- --rows 2000000      # smaller data
+//! cargo bench --bench lance -- --only read --iters 3
+//! cargo bench --bench lance -- --only sessions --only insert
+//! ```
+//!
+//! **read** — for each Lance storage version (2.0, 2.1, 2.2) it runs a scan-bound
+//! TPC-H Q6-like query and an aggregation-bound Q1-like query through
+//!
+//! * this crate's `LanceTableProvider` (fragment groups as partitions),
+//! * Lance's own `lance::datafusion::LanceTableProvider`,
+//! * DataFusion over the same rows in Parquet,
+//!
+//! and decodes the queries' columns with Lance's raw `Scanner` (no
+//! DataFusion) as the floor. Times are medians; "cores" is CPU time / wall
+//! time. A second table measures 24 concurrent opens+scans of a
+//! 4,000-fragment table with per-open sessions, one shared Lance session,
+//! and this crate's shared session with single-flight loads (**sessions**).
+//!
+//! **insert** — `INSERT INTO ... SELECT` of the rows from a 4-partition
+//! source through SQL, vs Lance's `InsertBuilder` on the same batches, vs a
+//! naive sink committing every batch.
+//!
+//! Generated data is kept under `target/bench-data` between runs.
+
+mod common;
+
+use common::args;
+mod insert;
+mod read;
+
+fn main() {
+    let args = args();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let run = |name: &str| args.sections.is_empty() || args.sections.iter().any(|s| s == name);
+    runtime.block_on(async {
+        if run("read") {
+            read::query_table(&args).await;
+        }
+        if run("sessions") {
+            read::session_table(&args).await;
+        }
+        if run("insert") {
+            insert::insert_table(&args).await;
+        }
+    });
+    println!(
+        "\nCells: median wall time / cores used (CPU time ÷ wall time). Ratios: how many times faster datafusion-lance is."
+    );
+}
