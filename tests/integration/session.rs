@@ -223,3 +223,42 @@ async fn escape_hatch_child() {
     );
     assert!(!Arc::ptr_eq(&sessions[1], &sessions[2]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_version_is_served_without_loading_it_again() {
+    if session_sharing_disabled() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let cache = private_cache();
+    let ctx = context(2, &cache);
+    ctx.sql(&format!(
+        "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}'"
+    ))
+    .await
+    .unwrap();
+    for k in 0..3 {
+        ctx.sql(&format!("INSERT INTO t VALUES ({k})"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let before = cache.opener_stats();
+        assert_eq!(
+            ints(&ctx, "SELECT count(*) FROM t WHERE id >= 0").await,
+            vec![k + 1]
+        );
+        let after = cache.opener_stats();
+        assert_eq!(
+            after.loads, before.loads,
+            "the new version was not loaded again"
+        );
+        assert_eq!(
+            after.reused,
+            before.reused + 1,
+            "the committed dataset was reused"
+        );
+    }
+}
