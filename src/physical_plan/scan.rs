@@ -41,6 +41,8 @@ pub struct ScanOptions {
     pub io_buffer_size: Option<u64>,
     /// Whether Lance may use scalar indices for the pushed filter.
     pub use_scalar_index: bool,
+    /// Append Lance's `_rowaddr` column (for DELETE / UPDATE).
+    pub row_addr: bool,
 }
 
 /// Reads a pinned version of a Lance dataset. Partition `i` scans fragment
@@ -313,6 +315,9 @@ impl ScanRequest {
         let mut scanner = self.dataset.scan();
         scanner.with_fragments(self.fragments.clone());
         scanner.project(&self.columns).map_err(lance_err)?;
+        if self.options.row_addr {
+            scanner.with_row_address();
+        }
         if let Some(filter) = &self.filter {
             scanner.filter_expr(filter.clone());
         }

@@ -4,6 +4,7 @@ pub(crate) mod create;
 pub(crate) mod factory;
 pub(crate) mod partition;
 pub(crate) mod pushdown;
+pub(crate) mod scan;
 pub(crate) mod write;
 
 use std::fmt;
@@ -11,30 +12,25 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::Session;
-use datafusion::common::{Constraints, DFSchema, plan_err};
+use datafusion::common::Constraints;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::dml::InsertOp;
-use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
-use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::expressions::Column as ColumnExpr;
-use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::limit::GlobalLimitExec;
-use datafusion::physical_plan::projection::ProjectionExec;
 use lance::Dataset;
 use lance_io::object_store::ObjectStoreParams;
 
-use crate::config::{LanceConfig, LanceTableOptions, VersionSpec};
+use crate::config::{LanceTableOptions, VersionSpec};
 use crate::error::{Error, Result};
-use crate::physical_plan::scan::{LanceScanExec, ScanOptions};
 use crate::session::{LanceSessionCache, normalize_uri, redact_uri, store_params};
 
 pub use factory::LanceTableProviderFactory;
+
+/// Name of the row-address column of DML scans.
+pub(crate) const ROW_ADDR: &str = "_rowaddr";
 
 /// The dataset resolved for one query (identified by DataFusion session id and
 /// query start time), so every scan of the table in that query — self-joins
@@ -71,7 +67,9 @@ pub struct LanceTableProvider {
     options: LanceTableOptions,
     pinned: Option<Arc<Dataset>>,
     cache: Option<Arc<LanceSessionCache>>,
-    memo: Mutex<Option<SnapshotMemo>>,
+    memo: Arc<Mutex<Option<SnapshotMemo>>>,
+    /// Expose Lance's row address as a trailing `_rowaddr` column (DML only).
+    row_addr: bool,
 }
 
 impl fmt::Debug for LanceTableProvider {
@@ -172,7 +170,8 @@ impl LanceTableProviderBuilder {
             options: self.options,
             pinned,
             cache: self.cache,
-            memo: Mutex::new(None),
+            memo: Arc::new(Mutex::new(None)),
+            row_addr: false,
         })
     }
 }
@@ -194,6 +193,32 @@ impl LanceTableProvider {
     /// process-wide shared Lance session.
     pub async fn try_new(uri: impl Into<String>) -> Result<Self> {
         Self::builder(uri).build().await
+    }
+
+    /// The same table with Lance's row address as a trailing `_rowaddr`
+    /// column, sharing this provider's per-query snapshot.
+    pub(crate) fn with_row_addresses(&self) -> Self {
+        let mut fields: Vec<_> = self.schema.fields().iter().cloned().collect();
+        fields.push(Arc::new(Field::new(ROW_ADDR, DataType::UInt64, false)));
+        Self {
+            name: self.name.clone(),
+            uri: self.uri.clone(),
+            display_uri: self.display_uri.clone(),
+            params: self.params.clone(),
+            version: self.version.clone(),
+            schema: Arc::new(Schema::new(fields)),
+            constraints: None,
+            options: self.options.clone(),
+            pinned: self.pinned.clone(),
+            cache: self.cache.clone(),
+            memo: Arc::clone(&self.memo),
+            row_addr: true,
+        }
+    }
+
+    /// The table's name in messages.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// The Lance object-store parameters of the table.
@@ -308,118 +333,7 @@ impl TableProvider for LanceTableProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let dataset = self.snapshot(state).await?;
-        let settings = LanceConfig::from_options(state.config_options());
-        let execution = &state.config_options().execution;
-
-        let output: Vec<usize> = match projection {
-            Some(p) => p.clone(),
-            None => (0..self.schema.fields().len()).collect(),
-        };
-        // Only filters classified Exact reach a scan with a limit; recheck anyway.
-        let exact: Vec<Expr> = filters
-            .iter()
-            .filter(|f| pushdown::is_exact(f, &self.schema))
-            .cloned()
-            .collect();
-        if exact.len() != filters.len() {
-            return plan_err!("LanceTableProvider received a filter it did not accept");
-        }
-        let filter = conjunction(exact);
-        let lance_filters = settings.pushdown_filters;
-
-        // Columns Lance must return: the projection, plus the filter's columns
-        // when DataFusion evaluates the filter.
-        let mut read: Vec<usize> = output.clone();
-        if let (Some(f), false) = (&filter, lance_filters) {
-            for c in f.column_refs() {
-                let i = self.schema.index_of(&c.name)?;
-                if !read.contains(&i) {
-                    read.push(i);
-                }
-            }
-        }
-        let read_schema = Arc::new(self.schema.project(&read)?);
-        let columns: Vec<String> = read_schema
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
-        self.check_columns(&dataset, &columns)?;
-
-        let partitions = match settings.scan_partitions {
-            0 => execution.target_partitions,
-            n => n,
-        };
-        let fragments = dataset.fragments();
-        let groups = match (&filter, limit) {
-            // A limit without filter is answered by the first fragments.
-            (None, Some(limit)) => {
-                let prefix = partition::prefix_covering(fragments, limit);
-                if prefix.is_empty() {
-                    vec![]
-                } else {
-                    vec![prefix]
-                }
-            }
-            _ => partition::group_fragments(fragments, partitions),
-        };
-        let options = ScanOptions {
-            batch_size: match settings.batch_size {
-                0 => execution.batch_size,
-                n => n,
-            },
-            fragment_readahead: (settings.fragment_readahead > 0)
-                .then_some(settings.fragment_readahead),
-            batch_readahead: (settings.batch_readahead > 0).then_some(settings.batch_readahead),
-            io_buffer_size: (settings.io_buffer_size > 0).then_some(settings.io_buffer_size),
-            use_scalar_index: settings.use_scalar_index,
-        };
-        let (scan_filter, scan_limit) = if lance_filters || filter.is_none() {
-            (filter.clone(), limit)
-        } else {
-            (None, None)
-        };
-        let scan: Arc<dyn ExecutionPlan> = Arc::new(LanceScanExec::new(
-            Arc::clone(&dataset),
-            self.display_uri.clone(),
-            groups,
-            columns,
-            Arc::clone(&read_schema),
-            scan_filter,
-            scan_limit,
-            options,
-        ));
-        if lance_filters || filter.is_none() {
-            return Ok(scan);
-        }
-
-        // `lance.pushdown_filters = false`: DataFusion evaluates the filters
-        // the plan declared exact.
-        let filter = filter.expect("checked above");
-        let df_schema = DFSchema::try_from(read_schema.as_ref().clone())?;
-        let predicate = state.create_physical_expr(filter, &df_schema)?;
-        let mut plan: Arc<dyn ExecutionPlan> = Arc::new(FilterExec::try_new(predicate, scan)?);
-        if read.len() != output.len() {
-            let exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = (0..output.len())
-                .map(|i| {
-                    let name = read_schema.field(i).name().clone();
-                    (
-                        Arc::new(ColumnExpr::new(&name, i)) as Arc<dyn PhysicalExpr>,
-                        name,
-                    )
-                })
-                .collect();
-            plan = Arc::new(ProjectionExec::try_new(exprs, plan)?);
-        }
-        if let Some(limit) = limit {
-            plan = Arc::new(GlobalLimitExec::new(
-                Arc::new(CoalescePartitionsExec::new(plan)),
-                0,
-                Some(limit),
-            ));
-        }
-        Ok(plan)
+        self.plan_scan(state, projection, filters, limit).await
     }
 
     async fn insert_into(
