@@ -79,6 +79,7 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
     }
     ctx.register_table_options_extension(LanceTableOptions::default());
     ctx.add_analyzer_rule(Arc::new(planner::VectorDimensionCheck::default()));
+    ctx.add_analyzer_rule(Arc::new(planner::LanceDmlRewrite::default()));
     ctx.register_udtf(
         udtf::CACHE_STATS_FUNCTION_NAME,
         Arc::new(CacheStatsFunction::default()),

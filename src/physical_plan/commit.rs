@@ -283,7 +283,7 @@ async fn ensure_absent(target: &WriteTarget) -> DFResult<()> {
     }
 }
 
-fn commit_error(target: &WriteTarget, e: lance::Error) -> DataFusionError {
+pub(crate) fn commit_error(target: &WriteTarget, e: lance::Error) -> DataFusionError {
     match e {
         lance::Error::CommitConflict { .. }
         | lance::Error::IncompatibleTransaction { .. }

@@ -6,11 +6,16 @@
 //! No in-process state connects the two, so the plan can be distributed.
 
 pub mod commit;
+pub mod delete;
+pub(crate) mod rows;
 pub mod scan;
 pub mod target;
+pub mod update;
 pub mod write;
 
 pub use commit::LanceCommitExec;
+pub use delete::LanceDeleteExec;
 pub use scan::LanceScanExec;
 pub use target::{CommitKind, WriteOptions, WriteTarget};
+pub use update::LanceUpdateExec;
 pub use write::LanceWriteExec;

@@ -163,7 +163,10 @@ impl LanceScanExec {
 
 impl DisplayAs for LanceScanExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let columns = self.columns.join(", ");
+        let mut columns = self.columns.join(", ");
+        if self.options.row_addr {
+            columns.push_str(if self.columns.is_empty() { "_rowaddr" } else { ", _rowaddr" });
+        }
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(

@@ -180,7 +180,7 @@ fn explain_input_error(e: DataFusionError, target: &WriteTarget) -> DataFusionEr
 }
 
 /// Writes one partition; returns rows written and the uncommitted fragments.
-async fn write_partition(
+pub(crate) async fn write_partition(
     mut input: SendableRecordBatchStream,
     target: Arc<WriteTarget>,
 ) -> DFResult<(u64, Vec<lance_table::format::Fragment>)> {

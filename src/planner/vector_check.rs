@@ -20,7 +20,7 @@ impl AnalyzerRule for VectorDimensionCheck {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DFResult<LogicalPlan> {
         plan.apply(|node| {
             if let LogicalPlan::Dml(dml) = node
-                && matches!(dml.op, WriteOp::Insert(_))
+                && matches!(dml.op, WriteOp::Insert(_) | WriteOp::Update)
             {
                 check_insert(dml)?;
             }

@@ -1,6 +1,7 @@
 //! [`LanceTableProvider`]: a Lance dataset as a DataFusion table.
 
 pub(crate) mod create;
+pub(crate) mod dml;
 pub(crate) mod factory;
 pub(crate) mod partition;
 pub(crate) mod pushdown;
@@ -216,6 +217,16 @@ impl LanceTableProvider {
         }
     }
 
+    fn dml_needs_registration(&self, statement: &str) -> datafusion::error::DataFusionError {
+        Error::unsupported(format!(
+            "{statement} on Lance table '{}' needs a session set up with \
+             datafusion_lance::register_lance (it plans row-level statements so that \
+             subqueries and constant WHERE clauses select exactly the right rows)",
+            self.name
+        ))
+        .into()
+    }
+
     /// The table's name in messages.
     pub fn name(&self) -> &str {
         &self.name
@@ -343,6 +354,27 @@ impl TableProvider for LanceTableProvider {
         insert_op: InsertOp,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         Ok(self.plan_insert(state, input, insert_op).await?)
+    }
+
+    /// Never called for sessions set up by [`crate::register_lance`], which
+    /// plan `DELETE` themselves: DataFusion 54 passes this hook no filter at
+    /// all for some `WHERE` clauses, which would mean "delete every row".
+    async fn delete_from(
+        &self,
+        _state: &dyn Session,
+        _filters: Vec<Expr>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Err(self.dml_needs_registration("DELETE"))
+    }
+
+    /// See [`Self::delete_from`].
+    async fn update(
+        &self,
+        _state: &dyn Session,
+        _assignments: Vec<(String, Expr)>,
+        _filters: Vec<Expr>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Err(self.dml_needs_registration("UPDATE"))
     }
 
     async fn truncate(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {

@@ -1,0 +1,147 @@
+//! [`LanceDeleteExec`]: deletes the rows whose addresses its input yields, in
+//! one Lance transaction.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::common::internal_err;
+use datafusion::error::Result as DFResult;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use lance::dataset::transaction::{Operation, Transaction};
+use lance::dataset::{CommitBuilder, WriteDestination};
+use lance_select::RowAddrTreeMap;
+
+use super::commit::commit_error;
+use super::rows::{apply_deletions, collect_addresses};
+use super::target::{WriteTarget, count_batch, count_schema, write_error};
+
+/// `DELETE`: its input (any plan, subqueries included) yields the `_rowaddr`
+/// of every row to delete; one `Delete` transaction marks them deleted.
+/// Nothing matched → no new version.
+pub struct LanceDeleteExec {
+    input: Arc<dyn ExecutionPlan>,
+    target: Arc<WriteTarget>,
+    properties: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for LanceDeleteExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LanceDeleteExec")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LanceDeleteExec {
+    /// Deletes the rows `input` addresses from `target`.
+    pub(crate) fn new(input: Arc<dyn ExecutionPlan>, target: Arc<WriteTarget>) -> Self {
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            input,
+            target,
+            properties,
+        }
+    }
+}
+
+impl DisplayAs for LanceDeleteExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "LanceDeleteExec: uri={}, read_version={}",
+            self.target.display_uri,
+            self.target.read_version()
+        )
+    }
+}
+
+impl ExecutionPlan for LanceDeleteExec {
+    fn name(&self) -> &str {
+        "LanceDeleteExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("LanceDeleteExec takes exactly one input");
+        }
+        Ok(Arc::new(Self::new(
+            children.remove(0),
+            Arc::clone(&self.target),
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return internal_err!("LanceDeleteExec has one partition, {partition} requested");
+        }
+        let partitions = self.input.properties().partitioning.partition_count();
+        let inputs = (0..partitions)
+            .map(|p| self.input.execute(p, Arc::clone(&context)))
+            .collect::<DFResult<Vec<_>>>()?;
+        let target = Arc::clone(&self.target);
+        let fut = async move {
+            let addresses = collect_addresses(inputs, 0).await?;
+            if addresses.is_empty() {
+                return count_batch(0);
+            }
+            let Some(base) = target.base.clone() else {
+                return internal_err!("DELETE needs an existing table");
+            };
+            let (updated_fragments, deleted_fragment_ids) = apply_deletions(&base, &addresses)
+                .await
+                .map_err(|e| write_error(&target, "deleting from", e))?;
+            let transaction = Transaction::new(
+                base.version_id(),
+                Operation::Delete {
+                    updated_fragments,
+                    deleted_fragment_ids,
+                    predicate: "datafusion-lance DELETE (rows selected by DataFusion)".into(),
+                },
+                None,
+            );
+            let count = addresses.len();
+            let committed = CommitBuilder::new(WriteDestination::Dataset(base))
+                .with_session(Arc::clone(target.cache.session()))
+                .with_store_params(target.params.clone())
+                .with_skip_auto_cleanup(true)
+                .with_affected_rows(RowAddrTreeMap::from(addresses))
+                .execute(transaction)
+                .await
+                .map_err(|e| commit_error(&target, e))?;
+            target
+                .cache
+                .note_committed(&target.uri, &target.params, Arc::new(committed));
+            count_batch(count)
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            count_schema(),
+            futures::stream::once(fut),
+        )))
+    }
+}

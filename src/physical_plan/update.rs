@@ -1,0 +1,265 @@
+//! [`LanceUpdateExec`]: rewrites updated rows as new fragments and deletes the
+//! old ones, in one Lance `Update` transaction.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::internal_err;
+use datafusion::common::runtime::JoinSet;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::StreamExt;
+use lance::dataset::transaction::{Operation, Transaction, UpdateMode};
+use lance::dataset::{CommitBuilder, WriteDestination};
+use lance_select::RowAddrTreeMap;
+use lance_table::format::Fragment;
+use roaring::RoaringTreemap;
+
+use super::commit::commit_error;
+use super::rows::{addresses_of, apply_deletions};
+use super::target::{WriteTarget, count_batch, count_schema, write_error};
+use super::write::write_partition;
+
+/// `UPDATE`: its input yields, for every updated row, the new values of all
+/// table columns followed by the old row's `_rowaddr`. The new rows are
+/// written as new fragments (in parallel, one writer per partition), the old
+/// ones deleted, and both committed as ONE `Update` transaction. No row
+/// matched → no new version.
+pub struct LanceUpdateExec {
+    input: Arc<dyn ExecutionPlan>,
+    target: Arc<WriteTarget>,
+    properties: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for LanceUpdateExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LanceUpdateExec")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LanceUpdateExec {
+    /// Applies the rows of `input` to `target`.
+    pub(crate) fn new(input: Arc<dyn ExecutionPlan>, target: Arc<WriteTarget>) -> DFResult<Self> {
+        let expected = target.schema.fields().len() + 1;
+        if input.schema().fields().len() != expected {
+            return internal_err!(
+                "UPDATE input has {} columns, expected the {} table columns and _rowaddr",
+                input.schema().fields().len(),
+                expected - 1
+            );
+        }
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Ok(Self {
+            input,
+            target,
+            properties,
+        })
+    }
+}
+
+impl DisplayAs for LanceUpdateExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "LanceUpdateExec: uri={}, read_version={}",
+            self.target.display_uri,
+            self.target.read_version()
+        )
+    }
+}
+
+impl ExecutionPlan for LanceUpdateExec {
+    fn name(&self) -> &str {
+        "LanceUpdateExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("LanceUpdateExec takes exactly one input");
+        }
+        Ok(Arc::new(Self::new(
+            children.remove(0),
+            Arc::clone(&self.target),
+        )?))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return internal_err!("LanceUpdateExec has one partition, {partition} requested");
+        }
+        let partitions = self.input.properties().partitioning.partition_count();
+        let inputs = (0..partitions)
+            .map(|p| self.input.execute(p, Arc::clone(&context)))
+            .collect::<DFResult<Vec<_>>>()?;
+        let target = Arc::clone(&self.target);
+        target
+            .aborted
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        let fut = async move {
+            let (addresses, fragments) = rewrite_rows(inputs, &target).await?;
+            if addresses.is_empty() {
+                target.remove_files(&fragments).await;
+                return count_batch(0);
+            }
+            let count = addresses.len();
+            match commit_update(&target, addresses, fragments.clone()).await {
+                Ok(()) => count_batch(count),
+                Err((e, unknown)) => {
+                    if !unknown {
+                        target.remove_files(&fragments).await;
+                    }
+                    Err(e)
+                }
+            }
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            count_schema(),
+            futures::stream::once(fut),
+        )))
+    }
+}
+
+/// Writes the new rows of every partition and collects the old addresses.
+async fn rewrite_rows(
+    inputs: Vec<SendableRecordBatchStream>,
+    target: &Arc<WriteTarget>,
+) -> DFResult<(RoaringTreemap, Vec<Fragment>)> {
+    let columns = target.schema.fields().len();
+    let mut writers = JoinSet::new();
+    for input in inputs {
+        let target = Arc::clone(target);
+        writers.spawn(async move {
+            let addresses = Arc::new(Mutex::new(RoaringTreemap::new()));
+            let seen = Arc::clone(&addresses);
+            let schema = Arc::clone(&target.schema);
+            let rows = input.map(move |batch| {
+                let batch = batch?;
+                let found = addresses_of(batch.column(columns).as_ref())?;
+                seen.lock().unwrap_or_else(|p| p.into_inner()).extend(found);
+                Ok(RecordBatch::try_new(
+                    Arc::clone(&schema),
+                    batch.columns()[..columns].to_vec(),
+                )?)
+            });
+            let rows: SendableRecordBatchStream = Box::pin(RecordBatchStreamAdapter::new(
+                Arc::clone(&target.schema),
+                rows,
+            ));
+            let (_, fragments) = write_partition(rows, Arc::clone(&target)).await?;
+            let addresses =
+                std::mem::take(&mut *addresses.lock().unwrap_or_else(|p| p.into_inner()));
+            Ok::<_, DataFusionError>((addresses, fragments))
+        });
+    }
+    let mut addresses = RoaringTreemap::new();
+    let mut fragments = Vec::new();
+    let mut failure = None;
+    while let Some(joined) = writers.join_next().await {
+        let result = joined.unwrap_or_else(|e| {
+            Err(DataFusionError::Execution(format!(
+                "a writer task failed: {e}"
+            )))
+        });
+        match result {
+            Ok((a, f)) => {
+                addresses |= a;
+                fragments.extend(f);
+            }
+            Err(e) if failure.is_none() => {
+                target.abort();
+                failure = Some(e);
+            }
+            Err(_) => {}
+        }
+    }
+    match failure {
+        Some(e) => {
+            target.remove_files(&fragments).await;
+            Err(e)
+        }
+        None => Ok((addresses, fragments)),
+    }
+}
+
+/// Deletes the old rows and commits them with the new fragments. On error,
+/// also says whether Lance could not tell if the commit happened.
+async fn commit_update(
+    target: &WriteTarget,
+    addresses: RoaringTreemap,
+    new_fragments: Vec<Fragment>,
+) -> Result<(), (DataFusionError, bool)> {
+    let Some(base) = target.base.clone() else {
+        return Err((
+            DataFusionError::Internal("UPDATE needs an existing table".into()),
+            false,
+        ));
+    };
+    let (updated_fragments, removed_fragment_ids) = apply_deletions(&base, &addresses)
+        .await
+        .map_err(|e| (write_error(target, "updating", e), false))?;
+    // Every column counts as modified: no index claims the rewritten rows.
+    let all_fields: Vec<u32> = base
+        .schema()
+        .fields_pre_order()
+        .map(|f| f.id as u32)
+        .collect();
+    let transaction = Transaction::new(
+        base.version_id(),
+        Operation::Update {
+            removed_fragment_ids,
+            updated_fragments,
+            new_fragments,
+            fields_modified: vec![],
+            compacted_sstables: vec![],
+            fields_for_preserving_frag_bitmap: all_fields,
+            update_mode: Some(UpdateMode::RewriteRows),
+            inserted_rows_filter: None,
+            updated_fragment_offsets: None,
+        },
+        None,
+    );
+    let committed = CommitBuilder::new(WriteDestination::Dataset(base))
+        .with_session(Arc::clone(target.cache.session()))
+        .with_store_params(target.params.clone())
+        .with_skip_auto_cleanup(true)
+        .with_affected_rows(RowAddrTreeMap::from(addresses))
+        .execute(transaction)
+        .await
+        .map_err(|e| {
+            let unknown = e.is_commit_status_unknown();
+            (commit_error(target, e), unknown)
+        })?;
+    target
+        .cache
+        .note_committed(&target.uri, &target.params, Arc::new(committed));
+    Ok(())
+}

@@ -1,0 +1,84 @@
+//! [`LanceDmlTable`]: the planned form of a `DELETE`/`UPDATE` on a Lance
+//! table (see [`crate::planner::LanceDmlRewrite`]).
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::Session;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::LanceTableProvider;
+use crate::physical_plan::target::count_schema;
+use crate::physical_plan::{LanceDeleteExec, LanceUpdateExec};
+
+/// Which row-level statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DmlOp {
+    /// `DELETE`: the input yields the row addresses to delete.
+    Delete,
+    /// `UPDATE`: the input yields the new rows plus the addresses they replace.
+    Update,
+}
+
+impl fmt::Display for DmlOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DmlOp::Delete => "DELETE FROM",
+            DmlOp::Update => "UPDATE",
+        })
+    }
+}
+
+/// A `DELETE`/`UPDATE` as a one-row (`count`) table. Scanning it plans the
+/// statement's input and returns the node that applies it when executed.
+pub(crate) struct LanceDmlTable {
+    op: DmlOp,
+    target: Arc<LanceTableProvider>,
+    input: LogicalPlan,
+}
+
+impl fmt::Debug for LanceDmlTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LanceDmlTable")
+            .field("op", &self.op)
+            .field("table", &self.target.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LanceDmlTable {
+    pub(crate) fn new(op: DmlOp, target: Arc<LanceTableProvider>, input: LogicalPlan) -> Self {
+        Self { op, target, input }
+    }
+}
+
+#[async_trait]
+impl TableProvider for LanceDmlTable {
+    fn schema(&self) -> SchemaRef {
+        count_schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        _projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let target = self.target.write_target(state).await?;
+        let input = state.create_physical_plan(&self.input).await?;
+        Ok(match self.op {
+            DmlOp::Delete => Arc::new(LanceDeleteExec::new(input, target)),
+            DmlOp::Update => Arc::new(LanceUpdateExec::new(input, target)?),
+        })
+    }
+}
