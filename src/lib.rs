@@ -58,6 +58,10 @@ pub use config::{LanceConfig, LanceTableOptions, VersionSpec};
 pub use error::{Error, Result};
 pub use physical_plan::LanceScanExec;
 pub use session::{CacheBudgets, LanceSessionCache};
+pub use table::merge::{
+    MERGE_FUNCTION_NAME, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched,
+    WhenNotMatchedBySource,
+};
 pub use table::{LanceTableProvider, LanceTableProviderBuilder, LanceTableProviderFactory};
 pub use udtf::{CacheStatsFunction, VersionsFunction};
 
@@ -80,6 +84,7 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
     ctx.register_table_options_extension(LanceTableOptions::default());
     ctx.add_analyzer_rule(Arc::new(planner::VectorDimensionCheck::default()));
     ctx.add_analyzer_rule(Arc::new(planner::LanceDmlRewrite::default()));
+    ctx.register_relation_planner(Arc::new(planner::LanceMergePlanner::default()))?;
     ctx.register_udtf(
         udtf::CACHE_STATS_FUNCTION_NAME,
         Arc::new(CacheStatsFunction::default()),

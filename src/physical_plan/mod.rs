@@ -7,6 +7,7 @@
 
 pub mod commit;
 pub mod delete;
+pub mod merge;
 pub(crate) mod rows;
 pub mod scan;
 pub mod target;
@@ -15,6 +16,7 @@ pub mod write;
 
 pub use commit::LanceCommitExec;
 pub use delete::LanceDeleteExec;
+pub use merge::LanceMergeExec;
 pub use scan::LanceScanExec;
 pub use target::{CommitKind, WriteOptions, WriteTarget};
 pub use update::LanceUpdateExec;

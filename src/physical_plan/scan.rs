@@ -165,7 +165,11 @@ impl DisplayAs for LanceScanExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut columns = self.columns.join(", ");
         if self.options.row_addr {
-            columns.push_str(if self.columns.is_empty() { "_rowaddr" } else { ", _rowaddr" });
+            columns.push_str(if self.columns.is_empty() {
+                "_rowaddr"
+            } else {
+                ", _rowaddr"
+            });
         }
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {

@@ -1,7 +1,9 @@
 //! Planning hooks this crate installs on a DataFusion session.
 
 pub(crate) mod dml;
+pub(crate) mod merge;
 pub(crate) mod vector_check;
 
 pub use dml::LanceDmlRewrite;
+pub use merge::LanceMergePlanner;
 pub use vector_check::VectorDimensionCheck;

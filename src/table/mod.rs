@@ -3,6 +3,7 @@
 pub(crate) mod create;
 pub(crate) mod dml;
 pub(crate) mod factory;
+pub(crate) mod merge;
 pub(crate) mod partition;
 pub(crate) mod pushdown;
 pub(crate) mod scan;

@@ -8,6 +8,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 
 use super::LanceTableProvider;
+use super::merge::{MergeOptions, MergeOutput};
 use crate::config::LanceConfig;
 use crate::error::{Error, Result};
 use crate::physical_plan::target::fragments_schema;
@@ -63,15 +64,41 @@ impl LanceTableProvider {
             InsertOp::Append => CommitKind::Append,
             InsertOp::Overwrite => CommitKind::Overwrite,
             InsertOp::Replace => {
-                return Err(Error::unsupported(format!(
-                    "INSERT OR REPLACE / REPLACE INTO table '{}' is not supported yet",
-                    self.name
-                )));
+                let keys = self.primary_key_names().ok_or_else(|| {
+                    Error::unsupported(format!(
+                        "INSERT OR REPLACE into '{}' needs a primary key; declare one with \
+                         PRIMARY KEY when creating the table, or use lance_merge(...) with \
+                         explicit key columns",
+                        self.name
+                    ))
+                })?;
+                return self
+                    .plan_merge(
+                        state,
+                        input,
+                        &keys,
+                        MergeOptions::default(),
+                        MergeOutput::Count,
+                    )
+                    .await;
             }
         };
         let target = self.write_target(state).await?;
         let write = Arc::new(LanceWriteExec::new(input, Arc::clone(&target)));
         Ok(Arc::new(LanceCommitExec::new(write, target, kind)))
+    }
+
+    /// The primary key column names, in key order.
+    pub(crate) fn primary_key_names(&self) -> Option<Vec<String>> {
+        self.constraints.as_ref()?.iter().find_map(|c| match c {
+            datafusion::common::Constraint::PrimaryKey(indices) => Some(
+                indices
+                    .iter()
+                    .map(|&i| self.schema.field(i).name().clone())
+                    .collect(),
+            ),
+            _ => None,
+        })
     }
 
     /// `TRUNCATE`: one `Overwrite` with no fragments; the schema is kept.

@@ -1,0 +1,364 @@
+//! [`LanceMergeExec`]: a key-partitioned upsert committed as one version.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::common::internal_err;
+use datafusion::common::runtime::JoinSet;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{Distribution, EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::expressions::Column;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::StreamExt;
+use lance::dataset::MergeInsertBuilder;
+use lance::dataset::WhenNotMatchedBySource as LanceBySource;
+use lance::dataset::{WhenMatched as LanceMatched, WhenNotMatched as LanceNotMatched};
+use std::collections::HashMap;
+
+use super::commit::commit_error;
+use super::target::{WriteTarget, count_batch, count_schema, write_error};
+use crate::config::VersionSpec;
+use crate::table::merge::{
+    MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource, stats_schema,
+};
+
+/// Merges in this process are serialised per table, so that two merges
+/// inserting the same new key cannot both insert it even when the table has
+/// no primary key (Lance detects that conflict only for primary-key merges).
+static MERGE_LOCKS: LazyLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
+    LazyLock::new(Default::default);
+
+fn merge_lock(uri: &str) -> Arc<tokio::sync::Mutex<()>> {
+    let mut locks = MERGE_LOCKS.lock().unwrap_or_else(|e| e.into_inner());
+    Arc::clone(locks.entry(uri.to_string()).or_default())
+}
+
+/// Upserts its input into a Lance table with Lance's merge-insert.
+///
+/// The input is hash-partitioned on the key (the node requires it, so
+/// DataFusion inserts the repartitioning): every key value lives in one
+/// partition, which checks that no key occurs twice. The whole source is read
+/// and checked before Lance starts: an ambiguous key or any source error fails
+/// the statement with nothing written. Then ONE merge-insert job runs against
+/// the table's latest version: one statement, one version. Merges of a table
+/// are serialised within the process.
+pub struct LanceMergeExec {
+    input: Arc<dyn ExecutionPlan>,
+    target: Arc<WriteTarget>,
+    keys: Vec<String>,
+    options: MergeOptions,
+    output: MergeOutput,
+    properties: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for LanceMergeExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LanceMergeExec")
+            .field("target", &self.target)
+            .field("keys", &self.keys)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LanceMergeExec {
+    /// Merges `input` (hash-partitioned on `keys`) into `target`.
+    pub(crate) fn new(
+        input: Arc<dyn ExecutionPlan>,
+        target: Arc<WriteTarget>,
+        keys: Vec<String>,
+        options: MergeOptions,
+        output: MergeOutput,
+    ) -> Self {
+        let schema = match output {
+            MergeOutput::Stats => stats_schema(),
+            MergeOutput::Count => count_schema(),
+        };
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            input,
+            target,
+            keys,
+            options,
+            output,
+            properties,
+        }
+    }
+
+    fn output_schema(&self) -> SchemaRef {
+        self.properties.eq_properties.schema().clone()
+    }
+}
+
+impl DisplayAs for LanceMergeExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = &self.options;
+        write!(
+            f,
+            "LanceMergeExec: uri={}, on=[{}], when_matched={:?}, when_not_matched={:?}, \
+             when_not_matched_by_source={:?}",
+            self.target.display_uri,
+            self.keys.join(", "),
+            o.when_matched,
+            o.when_not_matched,
+            o.when_not_matched_by_source
+        )
+    }
+}
+
+impl ExecutionPlan for LanceMergeExec {
+    fn name(&self) -> &str {
+        "LanceMergeExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        let schema = self.input.schema();
+        let keys = self
+            .keys
+            .iter()
+            .filter_map(|k| {
+                let index = schema.index_of(k).ok()?;
+                Some(Arc::new(Column::new(k, index)) as Arc<dyn PhysicalExpr>)
+            })
+            .collect();
+        vec![Distribution::HashPartitioned(keys)]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("LanceMergeExec takes exactly one input");
+        }
+        Ok(Arc::new(Self::new(
+            children.remove(0),
+            Arc::clone(&self.target),
+            self.keys.clone(),
+            self.options.clone(),
+            self.output,
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return internal_err!("LanceMergeExec has one partition, {partition} requested");
+        }
+        let partitions = self.input.properties().partitioning.partition_count();
+        let inputs = (0..partitions)
+            .map(|p| self.input.execute(p, Arc::clone(&context)))
+            .collect::<DFResult<Vec<_>>>()?;
+        let source_schema = self.input.schema();
+        let key_indices = self
+            .keys
+            .iter()
+            .map(|k| source_schema.index_of(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (target, keys, options, output) = (
+            Arc::clone(&self.target),
+            self.keys.clone(),
+            self.options.clone(),
+            self.output,
+        );
+        let schema = self.output_schema();
+        let fut = async move {
+            let source = checked_source(inputs, &source_schema, key_indices, &target).await?;
+            let (inserted, updated, deleted, version) =
+                run_merge(&target, keys, &options, source).await?;
+            match output {
+                MergeOutput::Count => count_batch(inserted + updated),
+                MergeOutput::Stats => Ok(RecordBatch::try_new(
+                    stats_schema(),
+                    [inserted, updated, deleted, version]
+                        .into_iter()
+                        .map(|v| Arc::new(UInt64Array::from(vec![v])) as ArrayRef)
+                        .collect(),
+                )?),
+            }
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::once(fut),
+        )))
+    }
+}
+
+/// Runs the merge-insert job under the table's merge lock.
+async fn run_merge(
+    target: &WriteTarget,
+    keys: Vec<String>,
+    options: &MergeOptions,
+    source: Vec<RecordBatch>,
+) -> DFResult<(u64, u64, u64, u64)> {
+    let lock = merge_lock(&target.uri);
+    let _guard = lock.lock().await;
+    // The latest version, read inside the lock: a merge that waited sees
+    // what the previous one committed.
+    let latest = target
+        .cache
+        .open(&target.uri, &target.params, &VersionSpec::Latest)
+        .await?;
+    let err = |e| write_error(target, "merging into", e);
+    let mut builder = MergeInsertBuilder::try_new(Arc::clone(&latest), keys).map_err(err)?;
+    builder
+        .when_matched(match &options.when_matched {
+            WhenMatched::UpdateAll => LanceMatched::UpdateAll,
+            WhenMatched::UpdateIf(condition) => LanceMatched::UpdateIf(condition.clone()),
+            WhenMatched::DoNothing => LanceMatched::DoNothing,
+            WhenMatched::Delete => LanceMatched::Delete,
+            WhenMatched::Fail => LanceMatched::Fail,
+        })
+        .when_not_matched(match options.when_not_matched {
+            WhenNotMatched::InsertAll => LanceNotMatched::InsertAll,
+            WhenNotMatched::DoNothing => LanceNotMatched::DoNothing,
+        })
+        .when_not_matched_by_source(match &options.when_not_matched_by_source {
+            WhenNotMatchedBySource::Keep => LanceBySource::Keep,
+            WhenNotMatchedBySource::Delete => LanceBySource::Delete,
+            WhenNotMatchedBySource::DeleteIf(condition) => {
+                LanceBySource::delete_if(&latest, condition).map_err(err)?
+            }
+        });
+    let job = builder.try_build().map_err(err)?;
+    let (committed, stats) = job.execute_batches(source).await.map_err(|e| match e {
+        e @ (lance::Error::CommitConflict { .. }
+        | lance::Error::IncompatibleTransaction { .. }
+        | lance::Error::RetryableCommitConflict { .. }
+        | lance::Error::TooMuchWriteContention { .. }) => commit_error(target, e),
+        e => write_error(target, "merging into", e),
+    })?;
+    let version = committed.version_id();
+    target
+        .cache
+        .note_committed(&target.uri, &target.params, committed);
+    Ok((
+        stats.num_inserted_rows,
+        stats.num_updated_rows,
+        stats.num_deleted_rows,
+        version,
+    ))
+}
+
+/// Reads the key-partitioned inputs concurrently, checking that no key occurs
+/// twice (each partition owns its keys, so a per-partition set is exact).
+/// Returns every batch, or the first error: nothing reaches Lance before the
+/// whole source has been read and checked.
+async fn checked_source(
+    inputs: Vec<SendableRecordBatchStream>,
+    schema: &SchemaRef,
+    key_indices: Vec<usize>,
+    target: &Arc<WriteTarget>,
+) -> DFResult<Vec<RecordBatch>> {
+    let mut readers = JoinSet::new();
+    for mut input in inputs {
+        let (keys, target, schema) = (key_indices.clone(), Arc::clone(target), Arc::clone(schema));
+        readers.spawn(async move {
+            let fields = keys
+                .iter()
+                .map(|&i| SortField::new(schema.field(i).data_type().clone()))
+                .collect();
+            let converter = RowConverter::new(fields)?;
+            let mut seen: HashSet<OwnedRow> = HashSet::new();
+            let mut batches = Vec::new();
+            while let Some(batch) = input.next().await {
+                let batch = batch?;
+                check_keys(&batch, &keys, &converter, &mut seen, &target)?;
+                if batch.num_rows() > 0 {
+                    batches.push(batch);
+                }
+            }
+            Ok::<_, DataFusionError>(batches)
+        });
+    }
+    let mut batches = Vec::new();
+    while let Some(joined) = readers.join_next().await {
+        let part = joined
+            .map_err(|e| DataFusionError::Execution(format!("a source task failed: {e}")))??;
+        batches.extend(part);
+    }
+    if batches.is_empty() {
+        batches.push(RecordBatch::new_empty(Arc::clone(schema)));
+    }
+    Ok(batches)
+}
+
+fn check_keys(
+    batch: &RecordBatch,
+    keys: &[usize],
+    converter: &RowConverter,
+    seen: &mut HashSet<OwnedRow>,
+    target: &WriteTarget,
+) -> DFResult<()> {
+    let columns: Vec<ArrayRef> = keys.iter().map(|&i| Arc::clone(batch.column(i))).collect();
+    let rows = converter.convert_columns(&columns)?;
+    for i in 0..batch.num_rows() {
+        if columns.iter().any(|c| c.is_null(i)) {
+            // NULL keys never match; a NOT NULL key column cannot take them.
+            for (&k, column) in keys.iter().zip(&columns) {
+                let field = batch.schema_ref().field(k).clone();
+                if column.is_null(i)
+                    && let Ok(table_field) = target.schema.field_with_name(field.name())
+                    && !table_field.is_nullable()
+                {
+                    return Err(DataFusionError::Execution(format!(
+                        "merge into '{}': key column '{}' is NULL in the source; NULL keys never \
+                         match and the column is NOT NULL",
+                        target.table,
+                        field.name()
+                    )));
+                }
+            }
+            continue;
+        }
+        if !seen.insert(rows.row(i).owned()) {
+            let options = FormatOptions::default().with_null("NULL");
+            let key = keys
+                .iter()
+                .zip(&columns)
+                .map(|(&k, c)| {
+                    let value = ArrayFormatter::try_new(c.as_ref(), &options)
+                        .map(|f| f.value(i).to_string())
+                        .unwrap_or_default();
+                    format!("{} = {value}", batch.schema_ref().field(k).name())
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(DataFusionError::Execution(format!(
+                "ambiguous merge into '{}': key ({key}) occurs more than once in the source",
+                target.table
+            )));
+        }
+    }
+    Ok(())
+}

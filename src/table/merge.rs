@@ -1,0 +1,354 @@
+//! Upserts: `lance_merge(...)`, `INSERT OR REPLACE` and `MERGE INTO` all plan
+//! into a [`LanceMergeExec`](crate::physical_plan::LanceMergeExec) over a
+//! source hash-partitioned on the merge key.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::Session;
+use datafusion::common::TableReference;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::Result as DFResult;
+use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::expressions::{CastExpr, Column};
+use datafusion::physical_plan::projection::ProjectionExec;
+
+use super::LanceTableProvider;
+use crate::error::{Error, Result};
+use crate::physical_plan::LanceMergeExec;
+use crate::table::create::storable_type;
+
+/// SQL name of the upsert table function.
+pub const MERGE_FUNCTION_NAME: &str = "lance_merge";
+
+/// What happens to a target row whose key appears in the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WhenMatched {
+    /// Replace it with the source row (columns the source lacks are kept).
+    UpdateAll,
+    /// Replace it only where the condition (SQL over `source.` / `target.`
+    /// columns) holds.
+    UpdateIf(String),
+    /// Keep it.
+    DoNothing,
+    /// Delete it.
+    Delete,
+    /// Fail the statement.
+    Fail,
+}
+
+/// What happens to a source row whose key is not in the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WhenNotMatched {
+    /// Insert it (columns the source lacks become NULL).
+    InsertAll,
+    /// Skip it.
+    DoNothing,
+}
+
+/// What happens to a target row whose key is not in the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WhenNotMatchedBySource {
+    /// Keep it.
+    Keep,
+    /// Delete it.
+    Delete,
+    /// Delete it where the condition (SQL over target columns) holds.
+    DeleteIf(String),
+}
+
+/// The actions of a merge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeOptions {
+    /// Matched target rows.
+    pub when_matched: WhenMatched,
+    /// Unmatched source rows.
+    pub when_not_matched: WhenNotMatched,
+    /// Unmatched target rows.
+    pub when_not_matched_by_source: WhenNotMatchedBySource,
+}
+
+impl Default for MergeOptions {
+    /// An upsert: update matched rows, insert new ones, keep the rest.
+    fn default() -> Self {
+        Self {
+            when_matched: WhenMatched::UpdateAll,
+            when_not_matched: WhenNotMatched::InsertAll,
+            when_not_matched_by_source: WhenNotMatchedBySource::Keep,
+        }
+    }
+}
+
+const OPTION_HELP: &str = "options are 'when_matched=update_all|do_nothing|delete|fail', \
+    'when_matched_if=<condition>', 'when_not_matched=insert|do_nothing', \
+    'when_not_matched_by_source=keep|delete', 'when_not_matched_by_source_if=<condition>'";
+
+impl MergeOptions {
+    /// Parses `key=value` option strings.
+    pub fn parse(options: &[String]) -> Result<Self> {
+        let mut parsed = Self::default();
+        for option in options {
+            let Some((key, value)) = option.split_once('=') else {
+                return Err(Error::invalid_option(
+                    MERGE_FUNCTION_NAME,
+                    option.as_str(),
+                    format!("expected key=value; {OPTION_HELP}"),
+                ));
+            };
+            let (key, raw) = (key.trim().to_ascii_lowercase(), value.trim());
+            let value = raw.to_ascii_lowercase();
+            let bad = || Error::invalid_option(key.as_str(), raw, OPTION_HELP);
+            match key.as_str() {
+                "when_matched" => {
+                    parsed.when_matched = match value.as_str() {
+                        "update_all" | "update" => WhenMatched::UpdateAll,
+                        "do_nothing" | "nothing" => WhenMatched::DoNothing,
+                        "delete" => WhenMatched::Delete,
+                        "fail" => WhenMatched::Fail,
+                        _ => return Err(bad()),
+                    }
+                }
+                "when_matched_if" => parsed.when_matched = WhenMatched::UpdateIf(raw.to_string()),
+                "when_not_matched" => {
+                    parsed.when_not_matched = match value.as_str() {
+                        "insert" | "insert_all" => WhenNotMatched::InsertAll,
+                        "do_nothing" | "nothing" => WhenNotMatched::DoNothing,
+                        _ => return Err(bad()),
+                    }
+                }
+                "when_not_matched_by_source" => {
+                    parsed.when_not_matched_by_source = match value.as_str() {
+                        "keep" => WhenNotMatchedBySource::Keep,
+                        "delete" => WhenNotMatchedBySource::Delete,
+                        _ => return Err(bad()),
+                    }
+                }
+                "when_not_matched_by_source_if" => {
+                    parsed.when_not_matched_by_source =
+                        WhenNotMatchedBySource::DeleteIf(raw.to_string())
+                }
+                _ => {
+                    return Err(Error::UnknownOption {
+                        key,
+                        hint: format!(" for {MERGE_FUNCTION_NAME}; {OPTION_HELP}"),
+                    });
+                }
+            }
+        }
+        Ok(parsed)
+    }
+
+    /// True when unmatched source rows are inserted.
+    pub(crate) fn inserts(&self) -> bool {
+        self.when_not_matched == WhenNotMatched::InsertAll
+    }
+}
+
+/// What a merge node reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeOutput {
+    /// `inserted, updated, deleted, version` (for `lance_merge`).
+    Stats,
+    /// `count` = inserted + updated (for `INSERT OR REPLACE`).
+    Count,
+}
+
+/// Schema of `lance_merge(...)`'s one-row result.
+pub(crate) fn stats_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("inserted", DataType::UInt64, false),
+        Field::new("updated", DataType::UInt64, false),
+        Field::new("deleted", DataType::UInt64, false),
+        Field::new("version", DataType::UInt64, false),
+    ]))
+}
+
+/// `lance_merge('<table>', (<query>), '<keys>', '<option>', ...)` as a
+/// one-row table: scanning it plans the source and returns the merge node.
+pub(crate) struct LanceMergeTable {
+    target: String,
+    source: LogicalPlan,
+    keys: Vec<String>,
+    options: MergeOptions,
+}
+
+impl fmt::Debug for LanceMergeTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LanceMergeTable")
+            .field("target", &self.target)
+            .field("keys", &self.keys)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LanceMergeTable {
+    pub(crate) fn new(
+        target: String,
+        source: LogicalPlan,
+        keys: Vec<String>,
+        options: MergeOptions,
+    ) -> Self {
+        Self {
+            target,
+            source,
+            keys,
+            options,
+        }
+    }
+}
+
+#[async_trait]
+impl TableProvider for LanceMergeTable {
+    fn schema(&self) -> SchemaRef {
+        stats_schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        _projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let target = resolve_lance_table(state, &self.target).await?;
+        let source = state.create_physical_plan(&self.source).await?;
+        Ok(target
+            .plan_merge(
+                state,
+                source,
+                &self.keys,
+                self.options.clone(),
+                MergeOutput::Stats,
+            )
+            .await?)
+    }
+}
+
+/// The Lance table registered as `name`.
+pub(crate) async fn resolve_lance_table(
+    state: &dyn Session,
+    name: &str,
+) -> Result<Arc<LanceTableProvider>> {
+    let not_found = || {
+        Error::unsupported(format!(
+            "{MERGE_FUNCTION_NAME}: '{name}' is not a registered Lance table"
+        ))
+    };
+    let state = state
+        .as_any()
+        .downcast_ref::<SessionState>()
+        .ok_or_else(not_found)?;
+    let reference = TableReference::from(name);
+    let schema = state
+        .schema_for_ref(reference.clone())
+        .map_err(|_| not_found())?;
+    let table = schema
+        .table(reference.table())
+        .await?
+        .ok_or_else(not_found)?;
+    let any: Arc<dyn std::any::Any + Send + Sync> = table;
+    any.downcast::<LanceTableProvider>()
+        .map_err(|_| not_found())
+}
+
+impl LanceTableProvider {
+    /// Plans a merge of `source` into this table on `keys`.
+    pub(crate) async fn plan_merge(
+        &self,
+        state: &dyn Session,
+        source: Arc<dyn ExecutionPlan>,
+        keys: &[String],
+        options: MergeOptions,
+        output: MergeOutput,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let target = self.write_target(state).await?;
+        let source = conform_source(&self.name, &self.schema, source, keys, &options)?;
+        Ok(Arc::new(LanceMergeExec::new(
+            source,
+            target,
+            keys.to_vec(),
+            options,
+            output,
+        )))
+    }
+}
+
+/// Checks the source against the table and casts its columns to the table's
+/// types: every source column must be a table column, keys must have the
+/// table's type, and when rows can be inserted every NOT NULL column must be
+/// present.
+fn conform_source(
+    table: &str,
+    schema: &Schema,
+    source: Arc<dyn ExecutionPlan>,
+    keys: &[String],
+    options: &MergeOptions,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    if keys.is_empty() {
+        return Err(Error::unsupported(format!(
+            "merge into '{table}': at least one key column is required"
+        )));
+    }
+    let source_schema = source.schema();
+    for key in keys {
+        let Ok(column) = schema.field_with_name(key) else {
+            return Err(Error::unsupported(format!(
+                "merge into '{table}': key column '{key}' is not a column of the table"
+            )));
+        };
+        let Ok(given) = source_schema.field_with_name(key) else {
+            return Err(Error::unsupported(format!(
+                "merge into '{table}': the source has no key column '{key}'"
+            )));
+        };
+        if storable_type(given.data_type()) != *column.data_type() {
+            return Err(Error::unsupported(format!(
+                "merge into '{table}': key column '{key}' is {} in the source but {} in the table",
+                given.data_type(),
+                column.data_type()
+            )));
+        }
+    }
+    let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = Vec::new();
+    for (i, field) in source_schema.fields().iter().enumerate() {
+        let Ok(column) = schema.field_with_name(field.name()) else {
+            return Err(Error::unsupported(format!(
+                "merge into '{table}': the source column '{}' is not a column of the table",
+                field.name()
+            )));
+        };
+        let expr: Arc<dyn PhysicalExpr> = Arc::new(Column::new(field.name(), i));
+        let expr = if field.data_type() == column.data_type() {
+            expr
+        } else {
+            Arc::new(CastExpr::new(expr, column.data_type().clone(), None))
+        };
+        exprs.push((expr, field.name().clone()));
+    }
+    if options.inserts() {
+        let missing: Vec<&str> = schema
+            .fields()
+            .iter()
+            .filter(|f| !f.is_nullable() && source_schema.field_with_name(f.name()).is_err())
+            .map(|f| f.name().as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(Error::unsupported(format!(
+                "merge into '{table}': the source lacks NOT NULL column(s) {} which inserted \
+                 rows need (or use 'when_not_matched=do_nothing')",
+                missing.join(", ")
+            )));
+        }
+    }
+    Ok(Arc::new(ProjectionExec::try_new(exprs, source)?))
+}
