@@ -101,7 +101,7 @@ impl LanceMergeExec {
     }
 
     fn output_schema(&self) -> SchemaRef {
-        self.properties.eq_properties.schema().clone()
+        Arc::clone(self.properties.eq_properties.schema())
     }
 }
 
