@@ -52,7 +52,7 @@ impl LanceDb {
 
     async fn run_sql(&self, sql: &str) -> Result<Vec<RecordBatch>, DataFusionError> {
         let sql = sql.replace(SCRATCH, &self.scratch);
-        self.ctx.sql(&sql).await?.collect().await
+        self.ctx.lance_sql(&sql).await?.collect().await
     }
 }
 

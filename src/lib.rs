@@ -132,15 +132,64 @@ pub fn lance_session_context(config: SessionConfig) -> SessionContext {
     ctx
 }
 
+/// Rewrites a `MERGE INTO` statement into the equivalent `lance_merge(...)`
+/// query (see [`planner::merge_into`]); returns `None` for any other SQL.
+pub fn rewrite_merge_into(sql: &str, dialect: &str) -> datafusion::error::Result<Option<String>> {
+    use datafusion::sql::parser::{DFParser, Statement as DFStatement};
+    use datafusion::sql::sqlparser::ast::Statement;
+    let head = sql.trim_start().get(..5).unwrap_or("");
+    if !head.eq_ignore_ascii_case("merge") {
+        return Ok(None);
+    }
+    let dialect =
+        datafusion::sql::sqlparser::dialect::dialect_from_str(dialect).ok_or_else(|| {
+            datafusion::error::DataFusionError::Plan(format!("unknown SQL dialect '{dialect}'"))
+        })?;
+    let statements = DFParser::parse_sql_with_dialect(sql, dialect.as_ref())?;
+    match statements.front() {
+        Some(DFStatement::Statement(statement)) if statements.len() == 1 => {
+            match statement.as_ref() {
+                Statement::Merge(merge) => Ok(Some(planner::merge_into::merge_into_sql(merge)?)),
+                _ => Ok(None),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Extension methods on [`SessionContext`].
 pub trait LanceSessionContextExt {
     /// Uses `cache` (for example a private Lance session) for every Lance
     /// table this context opens from now on.
     fn with_lance_session_cache(&self, cache: Arc<LanceSessionCache>);
+
+    /// Like [`SessionContext::sql`], also accepting `MERGE INTO` on Lance
+    /// tables (which DataFusion 54 cannot plan).
+    fn lance_sql(
+        &self,
+        sql: &str,
+    ) -> impl Future<Output = datafusion::error::Result<datafusion::dataframe::DataFrame>> + Send;
 }
 
 impl LanceSessionContextExt for SessionContext {
     fn with_lance_session_cache(&self, cache: Arc<LanceSessionCache>) {
         self.state_ref().write().config_mut().set_extension(cache);
+    }
+
+    async fn lance_sql(
+        &self,
+        sql: &str,
+    ) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
+        let dialect = self
+            .state()
+            .config()
+            .options()
+            .sql_parser
+            .dialect
+            .to_string();
+        match rewrite_merge_into(sql, &dialect)? {
+            Some(rewritten) => self.sql(&rewritten).await,
+            None => self.sql(sql).await,
+        }
     }
 }

@@ -1,9 +1,9 @@
 //! `lance-sql`: the DataFusion CLI with Lance tables built in.
 //!
 //! Behaves like `datafusion-cli` (REPL, `-c`, `-f`, `--format`, `-q`,
-//! `--maxrows`), with `STORED AS LANCE`, `lance.*` settings, quoted `.lance`
-//! paths and the Lance table functions available. Exits non-zero when any
-//! statement fails.
+//! `--maxrows`, `\` commands), with `STORED AS LANCE`, `lance.*` settings,
+//! quoted `.lance` paths, the Lance table functions and `MERGE INTO`
+//! available. Exits non-zero when any statement fails.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -143,7 +143,7 @@ async fn main_inner() -> Result<bool> {
     };
 
     if args.command.is_empty() && args.file.is_empty() {
-        exec::exec_from_repl(&ctx, &mut print_options)
+        repl(&ctx, &mut print_options)
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
         return Ok(true);
@@ -152,8 +152,11 @@ async fn main_inner() -> Result<bool> {
     for file in &args.file {
         ok &= run_file(&ctx, file, &print_options).await?;
     }
-    if !args.command.is_empty() {
-        exec::exec_from_commands(&ctx, args.command, &print_options).await?;
+    for command in args.command {
+        // Like datafusion-cli: the first failing command ends the run.
+        if !run_statement(&ctx, command, &print_options).await {
+            return Ok(false);
+        }
     }
     Ok(ok)
 }
@@ -184,7 +187,24 @@ async fn run_file(ctx: &SessionContext, path: &str, print_options: &PrintOptions
     Ok(ok)
 }
 
+/// Runs one statement (`MERGE INTO` is rewritten to `lance_merge`); reports
+/// errors on stderr.
 async fn run_statement(ctx: &SessionContext, sql: String, print_options: &PrintOptions) -> bool {
+    let dialect = ctx
+        .state()
+        .config()
+        .options()
+        .sql_parser
+        .dialect
+        .to_string();
+    let sql = match datafusion_lance::rewrite_merge_into(&sql, &dialect) {
+        Ok(Some(rewritten)) => rewritten,
+        Ok(None) => sql,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            return false;
+        }
+    };
     match exec::exec_from_commands(ctx, vec![sql], print_options).await {
         Ok(()) => true,
         Err(e) => {
@@ -192,4 +212,100 @@ async fn run_statement(ctx: &SessionContext, sql: String, print_options: &PrintO
             false
         }
     }
+}
+
+/// Splits input at `;` outside quotes.
+fn split_statements(sql: &str) -> Vec<String> {
+    let (mut out, mut current) = (Vec::new(), String::new());
+    let (mut single, mut double) = (false, false);
+    for c in sql.chars() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            ';' if !single && !double => {
+                if !current.trim().is_empty() {
+                    out.push(format!("{};", current.trim()));
+                }
+                current.clear();
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    if !current.trim().is_empty() {
+        out.push(format!("{};", current.trim()));
+    }
+    out
+}
+
+/// The interactive loop of datafusion-cli, with `MERGE INTO` support.
+async fn repl(ctx: &SessionContext, print_options: &mut PrintOptions) -> rustyline::Result<()> {
+    use datafusion_cli::command::{Command, OutputFormat};
+    use datafusion_cli::helper::CliHelper;
+    use rustyline::error::ReadlineError;
+
+    let mut rl = rustyline::Editor::new()?;
+    rl.set_helper(Some(CliHelper::new(
+        &ctx.state().config().options().sql_parser.dialect,
+        print_options.color,
+    )));
+    rl.load_history(".history").ok();
+    loop {
+        match rl.readline("> ") {
+            Ok(line) if line.starts_with('\\') => {
+                rl.add_history_entry(line.trim_end())?;
+                let command = line.split_whitespace().collect::<Vec<_>>().join(" ");
+                match command[1..].parse::<Command>() {
+                    Ok(Command::Quit) => break,
+                    Ok(Command::OutputFormat(Some(format))) => match format.parse::<OutputFormat>()
+                    {
+                        Ok(format) => {
+                            if let Err(e) = format.execute(print_options).await {
+                                eprintln!("{e}");
+                            }
+                        }
+                        Err(_) => eprintln!("'\\{}' is not a valid command", &line[1..]),
+                    },
+                    Ok(Command::OutputFormat(None)) => {
+                        println!("Output format is {:?}.", print_options.format)
+                    }
+                    Ok(command) => {
+                        if let Err(e) = command.execute(ctx, print_options).await {
+                            eprintln!("{e}");
+                        }
+                    }
+                    Err(_) => eprintln!(
+                        "'\\{}' is not a valid command, you can use '\\?' to see all commands",
+                        &line[1..]
+                    ),
+                }
+            }
+            Ok(line) => {
+                for statement in split_statements(&line) {
+                    rl.add_history_entry(statement.trim_end())?;
+                    tokio::select! {
+                        _ = run_statement(ctx, statement, print_options) => {}
+                        _ = tokio::signal::ctrl_c() => println!("^C"),
+                    }
+                }
+                if let Some(helper) = rl.helper_mut() {
+                    helper.set_dialect(&ctx.state().config().options().sql_parser.dialect);
+                }
+            }
+            Err(ReadlineError::Interrupted) => {
+                println!("^C");
+                continue;
+            }
+            Err(ReadlineError::Eof) => {
+                println!("\\q");
+                break;
+            }
+            Err(e) => {
+                eprintln!("Unknown error happened {e:?}");
+                break;
+            }
+        }
+    }
+    rl.save_history(".history")
 }

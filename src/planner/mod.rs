@@ -2,6 +2,7 @@
 
 pub(crate) mod dml;
 pub(crate) mod merge;
+pub mod merge_into;
 pub(crate) mod vector_check;
 
 pub use dml::LanceDmlRewrite;

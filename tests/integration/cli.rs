@@ -152,3 +152,30 @@ async fn options_url_tables_and_scripts() {
     );
     assert!(stderr(&out).contains("broken"), "{}", stderr(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_into_runs_in_lance_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, v DOUBLE, PRIMARY KEY (id)) STORED AS LANCE LOCATION '{uri}'"
+        ),
+        "-c",
+        "INSERT INTO t VALUES (1, 1.0)",
+        "-c",
+        "MERGE INTO t USING (SELECT 1 AS id, 5.0 AS v UNION ALL SELECT 2, 6.0) AS s ON t.id = s.id \
+         WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v)",
+        "-c",
+        "SELECT * FROM t ORDER BY id",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "count\n1\ninserted,updated,deleted,version\n1,1,0,3\nid,v\n1,5.0\n2,6.0\n"
+    );
+}
