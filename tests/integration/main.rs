@@ -7,6 +7,7 @@ mod fixtures;
 mod cli;
 mod differential;
 mod faults;
+mod merges;
 mod session;
 mod snapshot;
 mod util;

@@ -1,0 +1,305 @@
+//! Upserts and row-level DML under concurrency, across processes, and
+//! against an in-memory model.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::Arc;
+
+use datafusion::prelude::SessionContext;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::Barrier;
+
+use crate::util::{context, dataset_path, ints, private_cache, sorted_rows};
+
+async fn run(ctx: &SessionContext, sql: &str) {
+    ctx.sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+async fn table(ctx: &SessionContext, uri: &str, primary_key: bool) {
+    let key = if primary_key {
+        ", PRIMARY KEY (id)"
+    } else {
+        ""
+    };
+    run(
+        ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, v BIGINT, tag VARCHAR{key}) \
+             STORED AS LANCE LOCATION '{uri}'"
+        ),
+    )
+    .await;
+}
+
+/// `writers` contexts merge the same new keys 0..n at the same time.
+async fn same_new_keys(primary_key: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let cache = private_cache();
+    let ctx = context(2, &cache);
+    table(&ctx, &uri, primary_key).await;
+    let writers = 4;
+    let barrier = Arc::new(Barrier::new(writers));
+    let tasks: Vec<_> = (0..writers)
+        .map(|w| {
+            let (barrier, cache, uri) = (Arc::clone(&barrier), Arc::clone(&cache), uri.clone());
+            tokio::spawn(async move {
+                let ctx = context(2, &cache);
+                run(&ctx, &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'")).await;
+                barrier.wait().await;
+                run(
+                    &ctx,
+                    &format!(
+                        "SELECT * FROM lance_merge('t', (SELECT value AS id, {w} AS v, 'w{w}' AS tag \
+                         FROM generate_series(0, 299)), 'id')"
+                    ),
+                )
+                .await;
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        ints(
+            &ctx,
+            "SELECT count(*), count(DISTINCT id), min(id), max(id) FROM t"
+        )
+        .await,
+        vec![300, 300, 0, 299],
+        "every key exactly once (primary key: {primary_key})"
+    );
+    // Every row comes from one writer's statement as a whole.
+    assert_eq!(ints(&ctx, "SELECT count(DISTINCT v) FROM t").await, vec![1]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_merges_of_the_same_new_keys_with_a_primary_key() {
+    same_new_keys(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_merges_of_the_same_new_keys_without_a_primary_key() {
+    same_new_keys(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn disjoint_concurrent_merges_all_succeed() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let cache = private_cache();
+    let ctx = context(2, &cache);
+    table(&ctx, &uri, true).await;
+    run(
+        &ctx,
+        "INSERT INTO t SELECT value, 0, 'seed' FROM generate_series(0, 999)",
+    )
+    .await;
+    let v0 = ints(&ctx, "SELECT max(version) FROM lance_versions('t')").await[0];
+    let barrier = Arc::new(Barrier::new(4));
+    let tasks: Vec<_> = (0..4i64)
+        .map(|w| {
+            let (barrier, cache, uri) = (Arc::clone(&barrier), Arc::clone(&cache), uri.clone());
+            tokio::spawn(async move {
+                let ctx = context(2, &cache);
+                run(
+                    &ctx,
+                    &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+                )
+                .await;
+                barrier.wait().await;
+                // updates 250 existing keys and inserts 250 new ones, all its own
+                run(
+                    &ctx,
+                    &format!(
+                        "SELECT * FROM lance_merge('t', (SELECT value AS id, 1 AS v, 'w' AS tag \
+                         FROM generate_series({}, {})), 'id')",
+                        w * 250,
+                        w * 250 + 249
+                    ),
+                )
+                .await;
+                run(
+                    &ctx,
+                    &format!(
+                        "SELECT * FROM lance_merge('t', (SELECT value AS id, 2 AS v, 'n' AS tag \
+                         FROM generate_series({}, {})), 'id')",
+                        10_000 + w * 250,
+                        10_000 + w * 250 + 249
+                    ),
+                )
+                .await;
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        ints(&ctx, "SELECT count(*), count(DISTINCT id), sum(v) FROM t").await,
+        vec![2000, 2000, 1000 + 2000]
+    );
+    assert_eq!(
+        ints(&ctx, "SELECT max(version) FROM lance_versions('t')").await,
+        vec![v0 + 8]
+    );
+}
+
+/// Separate processes (lance-sql) merging the same new keys into a table
+/// with a primary key: Lance's key conflict detection keeps each key once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merges_from_separate_processes_keep_each_key_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    table(&ctx, &uri, true).await;
+    let processes: Vec<_> = (0..3)
+        .map(|w| {
+            Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+                .args([
+                    "-q",
+                    "-c",
+                    &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+                    "-c",
+                    &format!(
+                        "SELECT * FROM lance_merge('t', (SELECT value AS id, {w} AS v, 'p' AS tag \
+                         FROM generate_series(0, 199)), 'id')"
+                    ),
+                ])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut p in processes {
+        assert!(p.wait().unwrap().success());
+    }
+    assert_eq!(
+        ints(&ctx, "SELECT count(*), count(DISTINCT id) FROM t").await,
+        vec![200, 200]
+    );
+}
+
+/// The model: id → (v, tag).
+type Model = BTreeMap<i64, (Option<i64>, String)>;
+
+fn model_rows(model: &Model) -> Vec<String> {
+    let mut rows: Vec<String> = model
+        .iter()
+        .map(|(id, (v, tag))| {
+            format!(
+                "{id}|{}|{tag}",
+                v.map_or("NULL".to_string(), |v| v.to_string())
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn random_dml_sequences_match_a_model() {
+    const SEED: u64 = 0xd31e7e;
+    const STATEMENTS: usize = 220;
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(3, &private_cache());
+    table(&ctx, &uri, true).await;
+    run(&ctx, "SET lance.max_rows_per_file = 64").await;
+    let mut rng = StdRng::seed_from_u64(SEED);
+    let mut model = Model::new();
+    let mut next_id = 0i64;
+    for i in 0..STATEMENTS {
+        let (a, m) = (
+            rng.random_range(0..next_id.max(1) + 50),
+            rng.random_range(2..7i64),
+        );
+        let r = rng.random_range(0..m);
+        let sql = match rng.random_range(0..5) {
+            0 => {
+                let n = rng.random_range(1..40);
+                let sql = format!(
+                    "INSERT INTO t SELECT value, value % 7, 'i{i}' FROM generate_series({next_id}, {})",
+                    next_id + n - 1
+                );
+                for id in next_id..next_id + n {
+                    model.insert(id, (Some(id % 7), format!("i{i}")));
+                }
+                next_id += n;
+                sql
+            }
+            1 => {
+                model.retain(|id, _| !(*id >= a && id % m == r));
+                format!("DELETE FROM t WHERE id >= {a} AND id % {m} = {r}")
+            }
+            2 => {
+                for (id, row) in model.iter_mut() {
+                    if *id < a && id % m == r {
+                        row.0 = row.0.map(|v| v + 1);
+                        row.1 = format!("u{i}");
+                    }
+                }
+                format!("UPDATE t SET v = v + 1, tag = 'u{i}' WHERE id < {a} AND id % {m} = {r}")
+            }
+            3 => {
+                // an upsert mixing existing and new keys (keys unique)
+                let lo = rng.random_range(0..next_id.max(1));
+                let hi = lo + rng.random_range(1..30);
+                for id in lo..hi {
+                    model.insert(id, (Some(-id), format!("m{i}")));
+                }
+                next_id = next_id.max(hi);
+                format!(
+                    "SELECT * FROM lance_merge('t', (SELECT value AS id, -value AS v, 'm{i}' AS tag \
+                     FROM generate_series({lo}, {})), 'id')",
+                    hi - 1
+                )
+            }
+            _ => {
+                // delete through a subquery
+                let ids: Vec<i64> = model
+                    .keys()
+                    .copied()
+                    .filter(|id| id % m == r)
+                    .take(5)
+                    .collect();
+                for id in &ids {
+                    model.remove(id);
+                }
+                let list = if ids.is_empty() {
+                    "-1".to_string()
+                } else {
+                    ids.iter()
+                        .map(|i| i.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                format!(
+                    "DELETE FROM t WHERE id IN (SELECT value FROM generate_series(0, 100000) WHERE value IN ({list}))"
+                )
+            }
+        };
+        run(&ctx, &sql).await;
+        if i % 40 == 39 || i == STATEMENTS - 1 {
+            let batches = ctx
+                .sql("SELECT id, v, tag FROM t")
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            assert_eq!(
+                sorted_rows(&batches),
+                model_rows(&model),
+                "table and model differ after statement {i} (seed {SEED:#x}): {sql}"
+            );
+        }
+    }
+}
