@@ -15,6 +15,7 @@ pub(crate) struct Args {
     pub(crate) iters: usize,
     pub(crate) dir: PathBuf,
     pub(crate) sections: Vec<String>,
+    pub(crate) variant: String,
 }
 
 pub(crate) fn args() -> Args {
@@ -23,6 +24,7 @@ pub(crate) fn args() -> Args {
         iters: 5,
         dir: PathBuf::from("target/bench-data"),
         sections: Vec::new(),
+        variant: String::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {

@@ -24,9 +24,13 @@
 //! source through SQL, vs Lance's `InsertBuilder` on the same batches, vs a
 //! naive sink committing every batch.
 //!
+//! **upsert**, **dml** — `lance_merge` vs `MergeInsertBuilder` (peak memory
+//! per run), and 1% `DELETE`/`UPDATE` vs Lance's builders.
+//!
 //! Generated data is kept under `target/bench-data` between runs.
 
 mod common;
+mod dml;
 
 use common::args;
 mod insert;
@@ -38,6 +42,10 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    if args.sections.iter().any(|s| s == "upsert-child") {
+        runtime.block_on(dml::upsert_child(&args, &args.variant));
+        return;
+    }
     let run = |name: &str| args.sections.is_empty() || args.sections.iter().any(|s| s == name);
     runtime.block_on(async {
         if run("read") {
@@ -48,6 +56,12 @@ fn main() {
         }
         if run("insert") {
             insert::insert_table(&args).await;
+        }
+        if run("upsert") {
+            dml::upsert_table(&args).await;
+        }
+        if run("dml") {
+            dml::dml_table(&args).await;
         }
     });
     println!(

@@ -1,0 +1,274 @@
+//! Upsert and row-level DML tables.
+//!
+//! * upsert of `rows / 10` source rows (half matching existing keys) into a
+//!   `rows`-row table: `lance_merge` through SQL vs Lance's
+//!   `MergeInsertBuilder` on the same batches; each run in a child process so
+//!   its peak RSS is its own;
+//! * `DELETE` / `UPDATE` of 1% of the rows through SQL vs Lance's
+//!   `DeleteBuilder` / `UpdateBuilder`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{Float64Array, Int64Array, RecordBatch, RecordBatchIterator, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::datasource::MemTable;
+use datafusion_lance::config::DEFAULT_STORAGE_VERSION;
+use lance::Dataset;
+use lance::dataset::{
+    DeleteBuilder, MergeInsertBuilder, UpdateBuilder, WhenMatched, WhenNotMatched, WriteMode,
+    WriteParams,
+};
+
+use crate::common::{Args, cpu_time, splitmix};
+use crate::read::{config, run_sql};
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("v", DataType::Float64, false),
+        Field::new("tag", DataType::Utf8, false),
+    ]))
+}
+
+fn batch(ids: impl Iterator<Item = i64> + Clone, salt: u64) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(ids.clone())),
+            Arc::new(Float64Array::from_iter_values(
+                ids.clone()
+                    .map(|i| (splitmix(i as u64 ^ salt) % 10_000) as f64),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                ids.map(|i| format!("t{}", i % 1000)),
+            )),
+        ],
+    )
+    .expect("batch")
+}
+
+async fn create_table(uri: &str, rows: usize) {
+    let batches: Vec<_> = (0..rows as i64)
+        .step_by(100_000)
+        .map(|s| Ok(batch(s..(s + 100_000).min(rows as i64), 1)))
+        .collect();
+    let params = WriteParams {
+        mode: WriteMode::Create,
+        max_rows_per_file: 1 << 20,
+        data_storage_version: Some(DEFAULT_STORAGE_VERSION),
+        ..Default::default()
+    };
+    Dataset::write(
+        RecordBatchIterator::new(batches, schema()),
+        uri,
+        Some(params),
+    )
+    .await
+    .expect("write table");
+}
+
+/// Half of the source matches existing keys (even ids), half is new.
+fn upsert_source(rows: usize) -> Vec<RecordBatch> {
+    let n = (rows / 10) as i64;
+    let matched = (0..n / 2).map(|i| i * 2);
+    let new = (0..n / 2).map(move |i| rows as i64 + i);
+    let ids: Vec<i64> = matched.chain(new).collect();
+    ids.chunks(8192)
+        .map(|c| batch(c.iter().copied(), 2))
+        .collect()
+}
+
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Runs in a child process: one upsert variant, prints `RESULT secs rss_mb ...`.
+pub(crate) async fn upsert_child(args: &Args, variant: &str) {
+    let dir = tempfile::Builder::new()
+        .prefix("upsert-bench-")
+        .tempdir_in(&args.dir)
+        .expect("dir");
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    create_table(&uri, args.rows).await;
+    let source = upsert_source(args.rows);
+    let rss_before = peak_rss_mb();
+    let cpu0 = cpu_time();
+    let t = Instant::now();
+    let (inserted, updated) = match variant {
+        "sql" => {
+            let ctx = datafusion_lance::lance_session_context(config(2));
+            ctx.sql(&format!(
+                "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
+            ))
+            .await
+            .expect("register");
+            ctx.register_table(
+                "src",
+                Arc::new(MemTable::try_new(schema(), vec![source]).expect("memtable")),
+            )
+            .expect("src");
+            let out = ctx
+                .sql("SELECT inserted, updated FROM lance_merge('t', (SELECT * FROM src), 'id')")
+                .await
+                .expect("plan")
+                .collect()
+                .await
+                .expect("merge");
+            let col =
+                |i: usize| arrow::compute::cast(out[0].column(i), &DataType::Int64).expect("cast");
+            let value = |i: usize| {
+                col(i)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .expect("int")
+                    .value(0) as u64
+            };
+            (value(0), value(1))
+        }
+        _ => {
+            let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
+            let mut builder = MergeInsertBuilder::try_new(ds, vec!["id".into()]).expect("builder");
+            builder
+                .when_matched(WhenMatched::UpdateAll)
+                .when_not_matched(WhenNotMatched::InsertAll);
+            let (_, stats) = builder
+                .try_build()
+                .expect("job")
+                .execute_batches(source)
+                .await
+                .expect("merge");
+            (stats.num_inserted_rows, stats.num_updated_rows)
+        }
+    };
+    let secs = t.elapsed().as_secs_f64();
+    let cores = (cpu_time() - cpu0).as_secs_f64() / secs;
+    println!(
+        "RESULT {secs:.3} {:.0} {:.0} {cores:.2} {inserted} {updated}",
+        peak_rss_mb(),
+        rss_before
+    );
+}
+
+fn child(args: &Args, variant: &str) -> Option<Vec<String>> {
+    let out = std::process::Command::new(std::env::current_exe().ok()?)
+        .args([
+            "--only",
+            "upsert-child",
+            "--variant",
+            variant,
+            "--rows",
+            &args.rows.to_string(),
+            "--dir",
+            &args.dir.to_string_lossy(),
+        ])
+        .output()
+        .ok()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find(|l| l.starts_with("RESULT "))?;
+    Some(line.split_whitespace().skip(1).map(String::from).collect())
+}
+
+pub(crate) async fn upsert_table(args: &Args) {
+    println!(
+        "\n## Upsert: {} source rows (50% matched) into a {}-row table (each run in its own process)\n",
+        args.rows / 10,
+        args.rows
+    );
+    println!("| upsert | time | cores | peak RSS | RSS before the upsert | inserted | updated |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut times = Vec::new();
+    for (label, variant) in [
+        ("datafusion-lance: lance_merge(...) (SQL)", "sql"),
+        ("Lance MergeInsertBuilder::execute_batches", "lance"),
+    ] {
+        match child(args, variant) {
+            Some(r) if r.len() == 6 => {
+                println!(
+                    "| {label} | {} s | {} | {} MB | {} MB | {} | {} |",
+                    r[0], r[3], r[1], r[2], r[4], r[5]
+                );
+                times.push(r[0].parse::<f64>().unwrap_or(f64::NAN));
+            }
+            _ => println!("| {label} | failed | | | | | |"),
+        }
+    }
+    if let [sql, lance] = times.as_slice() {
+        println!(
+            "\nSQL upsert time vs MergeInsertBuilder: {:.2}×",
+            sql / lance
+        );
+    }
+}
+
+pub(crate) async fn dml_table(args: &Args) {
+    let dir = tempfile::Builder::new()
+        .prefix("dml-bench-")
+        .tempdir_in(&args.dir)
+        .expect("dir");
+    println!("\n## DELETE / UPDATE of 1% of a {}-row table\n", args.rows);
+    println!("| statement | datafusion-lance (SQL) | Lance builder | ratio |");
+    println!("|---|---|---|---|");
+    for statement in ["DELETE", "UPDATE"] {
+        let mut secs = Vec::new();
+        for engine in ["sql", "lance"] {
+            let uri = dir
+                .path()
+                .join(format!("{statement}-{engine}.lance"))
+                .to_string_lossy()
+                .to_string();
+            create_table(&uri, args.rows).await;
+            let t = Instant::now();
+            match (statement, engine) {
+                ("DELETE", "sql") | ("UPDATE", "sql") => {
+                    let ctx = datafusion_lance::lance_session_context(config(2));
+                    ctx.sql(&format!(
+                        "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
+                    ))
+                    .await
+                    .expect("register");
+                    let sql = if statement == "DELETE" {
+                        "DELETE FROM t WHERE id % 100 = 7"
+                    } else {
+                        "UPDATE t SET v = v + 1 WHERE id % 100 = 7"
+                    };
+                    run_sql(&ctx, sql).await;
+                }
+                ("DELETE", _) => {
+                    let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
+                    DeleteBuilder::new(ds, "id % 100 = 7")
+                        .execute()
+                        .await
+                        .expect("delete");
+                }
+                _ => {
+                    let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
+                    UpdateBuilder::new(ds)
+                        .update_where("id % 100 = 7")
+                        .expect("where")
+                        .set("v", "v + 1")
+                        .expect("set")
+                        .build()
+                        .expect("build")
+                        .execute()
+                        .await
+                        .expect("update");
+                }
+            }
+            secs.push(t.elapsed().as_secs_f64());
+        }
+        println!(
+            "| {statement} 1% (`id % 100 = 7`) | {:.3} s | {:.3} s | {:.2}× |",
+            secs[0],
+            secs[1],
+            secs[0] / secs[1]
+        );
+    }
+}
