@@ -54,7 +54,7 @@ use datafusion::execution::session_state::SessionState;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use catalog::{LanceUrlTableFactory, enable_lance_url_tables};
-pub use config::{LanceConfig, LanceTableOptions, VersionSpec};
+pub use config::{FilterPushdown, LanceConfig, LanceTableOptions, VersionSpec};
 pub use error::{Error, Result};
 pub use physical_plan::LanceScanExec;
 pub use session::{CacheBudgets, LanceSessionCache};
@@ -92,6 +92,10 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
     ctx.register_udtf(
         udtf::VERSIONS_FUNCTION_NAME,
         Arc::new(VersionsFunction::default()),
+    );
+    ctx.register_udtf(
+        udtf::VACUUM_FUNCTION_NAME,
+        Arc::new(udtf::VacuumFunction::default()),
     );
     Ok(())
 }

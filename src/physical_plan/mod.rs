@@ -5,6 +5,7 @@
 //! [`LanceCommitExec`] (one partition) commits all of them in one transaction.
 //! No in-process state connects the two, so the plan can be distributed.
 
+pub(crate) mod action;
 pub mod commit;
 pub mod delete;
 pub mod merge;

@@ -16,10 +16,49 @@ use datafusion::physical_plan::limit::GlobalLimitExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 
 use super::{LanceTableProvider, partition, pushdown};
-use crate::config::LanceConfig;
+use datafusion::arrow::datatypes::DataType;
+use lance::index::DatasetIndexExt;
+
+use crate::config::{FilterPushdown, LanceConfig};
 use crate::physical_plan::scan::{LanceScanExec, ScanOptions};
 
 impl LanceTableProvider {
+    /// True when the projection holds columns worth not decoding for rows a
+    /// filter drops (Lance's late materialisation).
+    fn reads_wide_columns(&self, output: &[usize]) -> bool {
+        output.iter().any(|&i| {
+            matches!(
+                self.schema.field(i).data_type(),
+                DataType::List(_)
+                    | DataType::LargeList(_)
+                    | DataType::FixedSizeList(_, _)
+                    | DataType::Struct(_)
+                    | DataType::Binary
+                    | DataType::LargeBinary
+                    | DataType::LargeUtf8
+                    | DataType::Map(_, _)
+            )
+        })
+    }
+
+    /// True when a Lance index covers a column of `filter`.
+    async fn indexed(&self, dataset: &lance::Dataset, filter: &Expr) -> bool {
+        let Ok(indices) = dataset.load_indices().await else {
+            return false;
+        };
+        if indices.is_empty() {
+            return false;
+        }
+        let columns: Vec<i32> = filter
+            .column_refs()
+            .iter()
+            .filter_map(|c| dataset.schema().field(&c.name).map(|f| f.id))
+            .collect();
+        indices
+            .iter()
+            .any(|index| index.fields.iter().any(|f| columns.contains(f)))
+    }
+
     pub(crate) async fn plan_scan(
         &self,
         state: &dyn Session,
@@ -48,7 +87,14 @@ impl LanceTableProvider {
             return plan_err!("LanceTableProvider received a filter it did not accept");
         }
         let filter = conjunction(exact);
-        let lance_filters = settings.pushdown_filters;
+        let lance_filters = match (&filter, settings.pushdown_filters) {
+            (None, _) => true,
+            (Some(_), FilterPushdown::Lance) => true,
+            (Some(_), FilterPushdown::DataFusion) => false,
+            (Some(f), FilterPushdown::Auto) => {
+                self.reads_wide_columns(&output) || self.indexed(&dataset, f).await
+            }
+        };
 
         // Data columns Lance returns: the projection, plus the filter's columns
         // when DataFusion evaluates the filter; the row address comes last.
@@ -121,8 +167,7 @@ impl LanceTableProvider {
             options,
         ));
 
-        // `lance.pushdown_filters = false`: DataFusion evaluates the filters
-        // the plan declared exact.
+        // DataFusion evaluates the filters the plan declared exact.
         if let (false, Some(filter)) = (lance_evaluates, filter) {
             let df_schema = DFSchema::try_from(read_schema.as_ref().clone())?;
             let predicate = state.create_physical_expr(filter, &df_schema)?;

@@ -73,35 +73,36 @@ struct VersionsTable {
     target: String,
 }
 
-impl VersionsTable {
-    /// The dataset named by the argument: a registered Lance table, else a location.
-    async fn dataset(&self, state: &dyn Session) -> DFResult<Arc<lance::Dataset>> {
-        let cache = LanceSessionCache::for_config(state.config());
-        if let Some(provider) = registered_lance_table(state, &self.target).await? {
-            return Ok(cache
-                .open(
-                    provider.uri(),
-                    provider.store_params(),
-                    &VersionSpec::Latest,
-                )
-                .await?);
-        }
-        let uri = normalize_uri(&self.target)?;
-        match cache
+/// The latest version of the dataset `target` names: a registered Lance
+/// table, else a location.
+pub(crate) async fn dataset_named(
+    state: &dyn Session,
+    target: &str,
+) -> DFResult<Arc<lance::Dataset>> {
+    let cache = LanceSessionCache::for_config(state.config());
+    if let Some(provider) = registered_lance_table(state, target).await? {
+        return Ok(cache
             .open(
-                &uri,
-                &store_params(&Default::default()),
+                provider.uri(),
+                provider.store_params(),
                 &VersionSpec::Latest,
             )
-            .await
-        {
-            Ok(ds) => Ok(ds),
-            Err(Error::DatasetNotFound { .. }) => plan_err!(
-                "{VERSIONS_FUNCTION_NAME}: '{}' is neither a Lance table nor a Lance dataset location",
-                self.target
-            ),
-            Err(e) => Err(e.into()),
+            .await?);
+    }
+    let uri = normalize_uri(target)?;
+    match cache
+        .open(
+            &uri,
+            &store_params(&Default::default()),
+            &VersionSpec::Latest,
+        )
+        .await
+    {
+        Ok(ds) => Ok(ds),
+        Err(Error::DatasetNotFound { .. }) => {
+            plan_err!("'{target}' is neither a Lance table nor a Lance dataset location")
         }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -141,7 +142,7 @@ impl TableProvider for VersionsTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let ds = self.dataset(state).await?;
+        let ds = dataset_named(state, &self.target).await?;
         let lance_err = |e| DataFusionError::from(Error::lance("listing versions of", ds.uri(), e));
         let versions = ds.versions().await.map_err(lance_err)?;
         let mut operations = Vec::with_capacity(versions.len());
