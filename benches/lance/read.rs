@@ -177,7 +177,8 @@ pub(crate) async fn query_table(args: &Args) {
             );
         }
 
-        // Single-partition overhead: our scan of the Q6 columns vs the raw Scanner.
+        // Single-partition overhead: executing our planned scan of the Q6
+        // columns (planning excluded) vs the raw Scanner stream.
         let one = datafusion_lance::lance_session_context(config(1));
         one.register_table(
             "lineitem",
@@ -185,8 +186,19 @@ pub(crate) async fn query_table(args: &Args) {
         )
         .expect("register");
         let sql = format!("SELECT {} FROM lineitem", Q6_COLUMNS.join(", "));
+        let plan = one
+            .sql(&sql)
+            .await
+            .expect("plan")
+            .create_physical_plan()
+            .await
+            .expect("physical plan");
         let a = measure(args.iters, || async {
-            run_sql(&one, &sql).await;
+            let stream = execute_stream(Arc::clone(&plan), one.task_ctx()).expect("execute");
+            let _ = stream
+                .try_fold(0, |n, b| async move { Ok(n + b.num_rows()) })
+                .await
+                .expect("scan");
         })
         .await;
         let raw = measure(args.iters, || async {
@@ -220,7 +232,10 @@ fn dir_size(path: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-async fn count_scan(ds: Arc<Dataset>) -> usize {
+async fn count_scan(ds: Arc<Dataset>, scan: bool) -> usize {
+    if !scan {
+        return 0;
+    }
     let mut scanner = ds.scan();
     scanner
         .project(&["l_quantity"])
@@ -236,9 +251,77 @@ async fn count_scan(ds: Arc<Dataset>) -> usize {
         .await
 }
 
-/// Runs `opens` concurrent open+scan tasks; returns wall time and the distinct
-/// sessions' total cache bytes.
-async fn concurrent_opens<F, Fut>(opens: usize, open: F) -> (Duration, u64)
+#[derive(Clone, Copy)]
+enum Mode {
+    PerOpen,
+    LanceShared,
+    Ours,
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Mode::PerOpen => "per-open Lance sessions (Lance's default)",
+            Mode::LanceShared => "one shared Lance Session",
+            Mode::Ours => "datafusion-lance shared session (single-flight)",
+        }
+    }
+}
+
+/// `n` concurrent cold opens (and scans) in `mode`.
+async fn open_mode(
+    mode: Mode,
+    uri: &str,
+    n: usize,
+    scan: bool,
+) -> ((Duration, u64), Option<Arc<LanceSessionCache>>) {
+    let uri = uri.to_string();
+    match mode {
+        Mode::PerOpen => {
+            let r = concurrent_opens(n, scan, || {
+                let uri = uri.clone();
+                async move { Arc::new(DatasetBuilder::from_uri(&uri).load().await.expect("open")) }
+            })
+            .await;
+            (r, None)
+        }
+        Mode::LanceShared => {
+            let session = Arc::new(Session::default());
+            let r = concurrent_opens(n, scan, || {
+                let (uri, session) = (uri.clone(), Arc::clone(&session));
+                async move {
+                    Arc::new(
+                        DatasetBuilder::from_uri(&uri)
+                            .with_session(session)
+                            .load()
+                            .await
+                            .expect("open"),
+                    )
+                }
+            })
+            .await;
+            (r, None)
+        }
+        Mode::Ours => {
+            let cache = LanceSessionCache::private(CacheBudgets::from_env());
+            let r = concurrent_opens(n, scan, || {
+                let (uri, cache) = (uri.clone(), Arc::clone(&cache));
+                async move {
+                    cache
+                        .open(&uri, &Default::default(), &VersionSpec::Latest)
+                        .await
+                        .expect("open")
+                }
+            })
+            .await;
+            (r, Some(cache))
+        }
+    }
+}
+
+/// Runs `opens` concurrent open (+ scan) tasks; returns wall time and the
+/// distinct sessions' total cache bytes.
+async fn concurrent_opens<F, Fut>(opens: usize, scan: bool, open: F) -> (Duration, u64)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Arc<Dataset>> + Send + 'static,
@@ -252,7 +335,7 @@ where
             tokio::spawn(async move {
                 barrier.wait().await;
                 let ds = fut.await;
-                count_scan(Arc::clone(&ds)).await;
+                count_scan(Arc::clone(&ds), scan).await;
                 ds
             })
         })
@@ -282,78 +365,30 @@ pub(crate) async fn session_table(args: &Args) {
         "\n## Opening a 4,000-fragment table ({} MB on disk): 24 concurrent opens + scans\n",
         dir_size(&path) / 1_000_000
     );
-    println!("| mode | 1 open: time / session bytes | 24 concurrent: time / session bytes |");
-    println!("|---|---|---|");
+    println!(
+        "| mode | 24 concurrent cold opens: time / session bytes | 24 concurrent cold opens + scans: time / session bytes | 1 open + scan |"
+    );
+    println!("|---|---|---|---|");
     let fmt =
         |(t, b): (Duration, u64)| format!("{:.3} s / {:.1} MB", t.as_secs_f64(), b as f64 / 1e6);
-
-    let per_open = |n| {
-        let uri = uri.clone();
-        async move {
-            concurrent_opens(n, || {
-                let uri = uri.clone();
-                async move { Arc::new(DatasetBuilder::from_uri(&uri).load().await.expect("open")) }
-            })
-            .await
-        }
-    };
-    let (one, many) = (per_open(1).await, per_open(24).await);
-    println!(
-        "| per-open Lance sessions (Lance's default) | {} | {} |",
-        fmt(one),
-        fmt(many)
-    );
-
-    let lance_shared = |n| {
-        let uri = uri.clone();
-        async move {
-            let session = Arc::new(Session::default());
-            concurrent_opens(n, || {
-                let (uri, session) = (uri.clone(), Arc::clone(&session));
-                async move {
-                    Arc::new(
-                        DatasetBuilder::from_uri(&uri)
-                            .with_session(session)
-                            .load()
-                            .await
-                            .expect("open"),
-                    )
-                }
-            })
-            .await
-        }
-    };
-    let (one, many) = (lance_shared(1).await, lance_shared(24).await);
-    println!(
-        "| one shared Lance Session | {} | {} |",
-        fmt(one),
-        fmt(many)
-    );
-
     let normalized = datafusion_lance::session::normalize_uri(&uri).expect("uri");
-    let ours = |n| {
-        let uri = normalized.clone();
-        async move {
-            let cache = LanceSessionCache::private(CacheBudgets::from_env());
-            let result = concurrent_opens(n, || {
-                let (uri, cache) = (uri.clone(), Arc::clone(&cache));
-                async move {
-                    cache
-                        .open(&uri, &Default::default(), &VersionSpec::Latest)
-                        .await
-                        .expect("open")
-                }
-            })
-            .await;
-            (result, cache)
+    let mut last_cache = None;
+    for mode in [Mode::PerOpen, Mode::LanceShared, Mode::Ours] {
+        let mut cells = Vec::new();
+        for (n, scan) in [(24, false), (24, true), (1, true)] {
+            let (result, cache) = open_mode(mode, &normalized, n, scan).await;
+            cells.push(fmt(result));
+            last_cache = cache.or(last_cache);
         }
-    };
-    let ((one, _), (many, cache)) = (ours(1).await, ours(24).await);
-    println!(
-        "| datafusion-lance shared session (single-flight) | {} | {} |",
-        fmt(one),
-        fmt(many)
-    );
+        println!(
+            "| {} | {} | {} | {} |",
+            mode.label(),
+            cells[0],
+            cells[1],
+            cells[2]
+        );
+    }
+    let cache = last_cache.expect("ours ran");
 
     // Warm opens: the version is held; one directory listing, no manifest read.
     let before = (
