@@ -3,7 +3,7 @@
 CARGO ?= cargo
 DEMO_DIR ?= target/demo
 
-.PHONY: help protoc run build test lint fmt check-fmt clippy unit slt slt-complete bench doc
+.PHONY: help protoc run build test test-nightly lint fmt check-fmt clippy unit slt slt-complete bench doc
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -20,6 +20,9 @@ build: protoc ## Build the library and the lance-sql CLI
 	$(CARGO) build --bins
 
 test: protoc check-fmt clippy unit ## Everything CI runs: fmt check, clippy, unit + integration tests, sqllogictests
+
+test-nightly: protoc ## The big reliability tier: 20 process kills, 2,000 fuzzed predicates, plus everything in make test
+	DATAFUSION_LANCE_NIGHTLY=1 $(CARGO) test
 
 lint: protoc check-fmt clippy ## fmt check and clippy -D warnings
 

@@ -61,7 +61,7 @@ fn entry(key: &str, value: impl Display, description: &'static str) -> ConfigEnt
 /// |---|---|---|
 /// | `batch_size` | 0 | rows per scanned batch; 0 = `datafusion.execution.batch_size` |
 /// | `scan_partitions` | 0 | maximum fragment groups (partitions) per scan; 0 = `datafusion.execution.target_partitions` |
-/// | `fragment_readahead` | 0 | fragments read concurrently per partition; 0 = Lance's default |
+/// | `fragment_readahead` | 0 | fragments read concurrently per partition; 0 = automatic (1 on local disk, Lance's default on object stores) |
 /// | `batch_readahead` | 0 | batches decoded concurrently per partition; 0 = Lance's default (number of CPUs) |
 /// | `io_buffer_size` | 0 | bytes of I/O buffered per partition; 0 = Lance's default |
 /// | `pushdown_filters` | auto | who evaluates the filters Lance evaluates exactly like DataFusion: `auto`, `true` (Lance), `false` (DataFusion) |
@@ -258,7 +258,7 @@ impl ExtensionOptions for LanceConfig {
             entry(
                 "fragment_readahead",
                 self.fragment_readahead,
-                "Fragments read concurrently per partition; 0 uses Lance's default.",
+                "Fragments read concurrently per partition; 0 = automatic (1 on local disk, Lance's default on object stores).",
             ),
             entry(
                 "batch_readahead",

@@ -393,7 +393,9 @@ impl LanceSessionCache {
                         let builder = DatasetBuilder::from_uri(uri)
                             .with_session(Arc::clone(&self.session))
                             .with_store_params(params.clone());
-                        pin(builder, pinned).load().await.map(Arc::new)
+                        no_panic(&format!("{uri} ({pinned})"), pin(builder, pinned).load())
+                            .await
+                            .map(Arc::new)
                     })
                     .await;
                 match opened {
@@ -473,18 +475,22 @@ impl LanceSessionCache {
                 return Ok(Arc::clone(head));
             }
             self.counters.loads.fetch_add(1, Ordering::Relaxed);
+            let manifest = location.path.to_string();
             let ds = Arc::new(
-                DatasetBuilder::load_by_uri(
-                    Arc::clone(&self.session),
-                    None,
-                    None,
-                    uri.to_string(),
-                    Some(location.version),
-                    Arc::clone(&parts.store),
-                    parts.base.clone(),
-                    Arc::clone(&parts.commit_handler),
-                    Some(params.clone()),
-                    None,
+                no_panic(
+                    &manifest,
+                    DatasetBuilder::load_by_uri(
+                        Arc::clone(&self.session),
+                        None,
+                        None,
+                        uri.to_string(),
+                        Some(location.version),
+                        Arc::clone(&parts.store),
+                        parts.base.clone(),
+                        Arc::clone(&parts.commit_handler),
+                        Some(params.clone()),
+                        None,
+                    ),
                 )
                 .await?,
             );
@@ -538,6 +544,26 @@ impl LanceSessionCache {
             }
         }
         result
+    }
+}
+
+/// Runs a Lance load, turning a panic (Lance 14 panics on some corrupt
+/// manifests) into an error naming what was being read.
+async fn no_panic<T>(what: &str, load: impl Future<Output = lance::Result<T>>) -> lance::Result<T> {
+    use futures::FutureExt;
+    match std::panic::AssertUnwindSafe(load).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            Err(lance::Error::corrupt_file(
+                Path::from(what),
+                format!("could not read the manifest (Lance failed: {message})"),
+            ))
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::{Session, TableProviderFactory};
 use datafusion::common::{Constraint, Constraints};
 use datafusion::datasource::TableProvider;
@@ -218,16 +218,22 @@ fn check_declared_schema(table: &str, declared: &Schema, actual: &Schema) -> Res
 }
 
 /// Types a SQL column declaration can stand for: `VARCHAR` plans as
-/// `Utf8View` but names any string type, `BYTEA` any binary type.
+/// `Utf8View` but names any string type, `BYTEA` any binary type, also inside
+/// lists and structs.
 pub(crate) fn same_sql_type(declared: &DataType, actual: &DataType) -> bool {
+    normalize(declared).equals_datatype(&normalize(actual))
+}
+
+fn normalize(t: &DataType) -> DataType {
     use DataType::*;
-    let family = |t: &DataType| match t {
-        Utf8 | LargeUtf8 | Utf8View => Some(0),
-        Binary | LargeBinary | BinaryView => Some(1),
-        _ => None,
-    };
-    match (family(declared), family(actual)) {
-        (Some(a), Some(b)) => a == b,
-        _ => declared.equals_datatype(actual),
+    let field =
+        |f: &Arc<Field>| Arc::new(f.as_ref().clone().with_data_type(normalize(f.data_type())));
+    match t {
+        Utf8 | LargeUtf8 | Utf8View => Utf8,
+        Binary | LargeBinary | BinaryView => Binary,
+        List(f) | LargeList(f) => List(field(f)),
+        FixedSizeList(f, n) => FixedSizeList(field(f), *n),
+        Struct(fields) => Struct(fields.iter().map(field).collect()),
+        other => other.clone(),
     }
 }

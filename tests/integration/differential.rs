@@ -100,7 +100,7 @@ fn cmp(rng: &mut StdRng) -> String {
     .to_string()
 }
 
-fn atom(rng: &mut StdRng) -> String {
+pub(crate) fn atom(rng: &mut StdRng) -> String {
     match rng.random_range(0..16) {
         0 => format!("id {} {}", cmp(rng), int_lit(rng)),
         1 => format!("v {} {}", cmp(rng), float_lit(rng)),
@@ -224,7 +224,7 @@ fn query(rng: &mut StdRng, table: &str) -> String {
 }
 
 /// The fixture's rows, built independently of Lance.
-fn oracle_rows() -> RecordBatch {
+pub(crate) fn oracle_rows() -> RecordBatch {
     let batch = numbers_batch(0, 1000);
     let keep: BooleanArray = (0..1000i64).map(|i| Some(i % 17 != 5)).collect();
     filter_record_batch(&batch, &keep).unwrap()

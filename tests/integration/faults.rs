@@ -1,8 +1,8 @@
 //! Fault injection through Lance's object-store wrapping hook.
 //!
-//! [`FaultInjector`] wraps every object store a dataset opens; rules fail (or
-//! count) chosen operations on paths matching a pattern, after a number of
-//! successful calls.
+//! [`FaultInjector`] wraps every object store a dataset opens; rules fail or
+//! delay chosen operations on paths matching a pattern, after a number of
+//! successful calls, and every call is recorded.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,9 +23,25 @@ pub(crate) struct Fault {
     pub(crate) times: usize,
 }
 
+impl Fault {
+    /// Fails every matching call from the first one on.
+    pub(crate) fn always(operation: &'static str, pattern: &'static str) -> Self {
+        Self {
+            operation,
+            pattern,
+            skip: 0,
+            times: usize::MAX,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     faults: Vec<(Fault, usize, usize)>, // fault, matching calls seen, failures injected
+    /// Delay (ms) for operations on paths containing a pattern.
+    delays: Vec<(&'static str, &'static str, u64)>,
+    /// Every call: (operation, path).
+    calls: Vec<(String, String)>,
 }
 
 /// Shared by the test and every store the wrapper produced.
@@ -50,6 +66,28 @@ impl FaultInjector {
         self.state.lock().unwrap().faults.clear();
     }
 
+    /// Delays `operation` on paths containing `pattern` by `millis` (blocking
+    /// the calling thread: keep it short).
+    pub(crate) fn delay(&self, operation: &'static str, pattern: &'static str, millis: u64) {
+        self.state
+            .lock()
+            .unwrap()
+            .delays
+            .push((operation, pattern, millis));
+    }
+
+    /// The calls recorded so far whose path contains `pattern`.
+    pub(crate) fn calls(&self, pattern: &str) -> Vec<(String, String)> {
+        self.state
+            .lock()
+            .unwrap()
+            .calls
+            .iter()
+            .filter(|(_, p)| p.contains(pattern))
+            .cloned()
+            .collect()
+    }
+
     /// Faults injected so far.
     pub(crate) fn injected(&self) -> usize {
         self.state.lock().unwrap().faults.iter().map(|f| f.2).sum()
@@ -66,6 +104,7 @@ impl FaultInjector {
     fn policy(&self) -> Arc<Mutex<ProxyObjectStorePolicy>> {
         let mut policy = ProxyObjectStorePolicy::new();
         let state = Arc::clone(&self.state);
+        let state_for_delay = Arc::clone(&self.state);
         let calls = Arc::clone(&self.calls);
         policy.set_before_policy(
             "faults",
@@ -73,6 +112,20 @@ impl FaultInjector {
                 move |operation: &str, path: &object_store_014::path::Path| {
                     calls.fetch_add(1, Ordering::Relaxed);
                     let mut state = state.lock().unwrap();
+                    state.calls.push((operation.to_string(), path.to_string()));
+                    let delay: u64 = state
+                        .delays
+                        .iter()
+                        .filter(|(op, pattern, _)| {
+                            *op == operation && path.as_ref().contains(pattern)
+                        })
+                        .map(|(_, _, ms)| ms)
+                        .sum();
+                    if delay > 0 {
+                        drop(state);
+                        std::thread::sleep(std::time::Duration::from_millis(delay));
+                        state = state_for_delay.lock().unwrap();
+                    }
                     for (fault, seen, injected) in state.faults.iter_mut() {
                         if fault.operation == operation && path.as_ref().contains(fault.pattern) {
                             *seen += 1;

@@ -13,7 +13,9 @@ use datafusion_lance::{CacheBudgets, LanceSessionCache, LanceSessionContextExt};
 /// given Lance session cache.
 pub(crate) fn context(partitions: usize, cache: &Arc<LanceSessionCache>) -> SessionContext {
     let ctx = datafusion_lance::lance_session_context(
-        SessionConfig::new().with_target_partitions(partitions),
+        SessionConfig::new()
+            .with_target_partitions(partitions)
+            .with_information_schema(true),
     );
     ctx.with_lance_session_cache(Arc::clone(cache));
     ctx

@@ -1,0 +1,650 @@
+//! Nothing is lost: object-store faults at every stage of every write,
+//! transient and permanent read faults, cancellation, corrupt metadata,
+//! process kills, edge values and secrets.
+//!
+//! Every check ends by verifying the exact expected rows (count, sum,
+//! distinct ids) and version. `DATAFUSION_LANCE_NIGHTLY=1` runs the big tier
+//! (`make test-nightly`).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::{Array, BinaryArray, Float64Array, RecordBatch};
+use datafusion::prelude::SessionContext;
+use datafusion_lance::LanceTableProvider;
+use futures::StreamExt;
+use lance::dataset::builder::DatasetBuilder;
+use rand::{Rng, SeedableRng};
+
+use crate::faults::{Fault, FaultInjector};
+use crate::util::{context, dataset_path, ints, private_cache};
+
+pub(crate) fn nightly() -> bool {
+    std::env::var("DATAFUSION_LANCE_NIGHTLY").is_ok_and(|v| v == "1")
+}
+
+async fn sql(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<Vec<RecordBatch>> {
+    ctx.sql(sql).await?.collect().await
+}
+
+async fn ok(ctx: &SessionContext, statement: &str) {
+    sql(ctx, statement)
+        .await
+        .unwrap_or_else(|e| panic!("{statement}: {e}"));
+}
+
+/// (version, count, sum of ids, distinct ids) of table `t`.
+async fn state(ctx: &SessionContext) -> Vec<i64> {
+    let mut s = ints(ctx, "SELECT max(version) FROM lance_versions('t')").await;
+    s.extend(
+        ints(
+            ctx,
+            "SELECT count(*), coalesce(sum(id), 0), count(DISTINCT id) FROM t",
+        )
+        .await,
+    );
+    s
+}
+
+/// Every data file of the dataset at `uri`.
+async fn data_files(uri: &str) -> BTreeSet<String> {
+    let (store, base, _) = DatasetBuilder::from_uri(uri)
+        .build_object_store()
+        .await
+        .unwrap();
+    store
+        .inner
+        .list(Some(&base.join("data")))
+        .map(|m| m.unwrap().location.filename().unwrap().to_string())
+        .collect()
+        .await
+}
+
+/// Data files referenced by the latest version.
+async fn referenced_files(uri: &str) -> BTreeSet<String> {
+    let ds = DatasetBuilder::from_uri(uri).load().await.unwrap();
+    ds.fragments()
+        .iter()
+        .flat_map(|f| f.files.iter().map(|d| d.path.clone()))
+        .collect()
+}
+
+/// A table `t (id, v, tag)` with ids 0..100 (primary key `id`) at `uri`,
+/// registered in `ctx` and, through `faults`, as `ft`.
+async fn faulty_table(ctx: &SessionContext, uri: &str, faults: &FaultInjector) {
+    ok(
+        ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, v BIGINT, tag VARCHAR, PRIMARY KEY (id)) \
+             STORED AS LANCE LOCATION '{uri}'"
+        ),
+    )
+    .await;
+    ok(
+        ctx,
+        "INSERT INTO t SELECT value, value * 2, 'seed' FROM generate_series(0, 99)",
+    )
+    .await;
+    let provider = LanceTableProvider::builder(uri)
+        .with_name("ft")
+        .with_store_params(faults.params())
+        .build()
+        .await
+        .unwrap();
+    ctx.register_table("ft", Arc::new(provider)).unwrap();
+}
+
+const STATEMENTS: &[(&str, &str)] = &[
+    (
+        "INSERT",
+        "INSERT INTO ft SELECT value, 0, 'new' FROM generate_series(1000, 1299)",
+    ),
+    (
+        "INSERT OVERWRITE",
+        "INSERT OVERWRITE ft SELECT value, 0, 'new' FROM generate_series(1000, 1299)",
+    ),
+    (
+        "lance_merge",
+        "SELECT * FROM lance_merge('ft', (SELECT value AS id, 7 AS v, 'm' AS tag \
+         FROM generate_series(50, 149)), 'id')",
+    ),
+    ("DELETE", "DELETE FROM ft WHERE id % 3 = 0"),
+    ("UPDATE", "UPDATE ft SET v = v + 1 WHERE id % 3 = 0"),
+];
+
+/// Where a write can fail: writing data (or deletion) files, the
+/// transaction file, or the manifest.
+const STAGES: &[(&str, &[(&str, &str)])] = &[
+    (
+        "data files",
+        &[
+            ("put", "/data/"),
+            ("put_multipart", "/data/"),
+            ("put", "/_deletions/"),
+            ("put_multipart", "/_deletions/"),
+        ],
+    ),
+    (
+        "transaction file",
+        &[
+            ("put", "/_transactions/"),
+            ("put_multipart", "/_transactions/"),
+        ],
+    ),
+    (
+        "manifest",
+        &[
+            ("put", "/_versions/"),
+            ("put_multipart", "/_versions/"),
+            ("rename", "/_versions/"),
+            ("copy", "/_versions/"),
+        ],
+    ),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn store_faults_at_every_stage_of_every_write_change_nothing() {
+    for (s, (statement, sql_text)) in STATEMENTS.iter().enumerate() {
+        for (g, (stage, rules)) in STAGES.iter().enumerate() {
+            // shared memory: every read and write goes through the wrapper
+            let uri = format!("shared-memory://fault-{s}-{g}/t.lance");
+            let ctx = context(2, &private_cache());
+            let faults = FaultInjector::new();
+            faulty_table(&ctx, &uri, &faults).await;
+            ok(&ctx, "SET lance.max_rows_per_file = 64").await;
+            let before = state(&ctx).await;
+            for (operation, pattern) in rules.iter() {
+                faults.fail(Fault::always(operation, pattern));
+            }
+            let result = sql(&ctx, sql_text).await;
+            let injected = faults.injected();
+            faults.clear();
+            let err = match result {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("{statement} succeeded despite {injected} faults at the {stage}"),
+            };
+            assert!(injected > 0, "{statement}/{stage}: the fault never fired");
+            assert!(err.contains("injected fault"), "{statement}/{stage}: {err}");
+            assert_eq!(
+                state(&ctx).await,
+                before,
+                "{statement}/{stage}: the table changed"
+            );
+
+            // Whatever the failure left behind is unreferenced and vacuumed.
+            ok(
+                &ctx,
+                &format!(
+                    "SELECT * FROM lance_vacuum('{uri}', 'older_than=0s', 'orphans_older_than=0s')"
+                ),
+            )
+            .await;
+            assert_eq!(
+                data_files(&uri).await,
+                referenced_files(&uri).await,
+                "{statement}/{stage}: unreferenced data files after vacuum"
+            );
+            assert_eq!(
+                state(&ctx).await[1..],
+                before[1..],
+                "{statement}/{stage}: vacuum changed rows"
+            );
+
+            // The next statement succeeds.
+            ok(&ctx, sql_text).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn transient_read_faults_never_lose_rows() {
+    let uri = "shared-memory://read-faults/t.lance";
+    let ctx = context(3, &private_cache());
+    let faults = FaultInjector::new();
+    faulty_table(&ctx, uri, &faults).await;
+    ok(&ctx, "SET lance.max_rows_per_file = 10").await;
+    ok(
+        &ctx,
+        "INSERT INTO ft SELECT value, 1, 'x' FROM generate_series(100, 999)",
+    )
+    .await;
+    let expected = ints(&ctx, "SELECT count(*), sum(id) FROM ft WHERE v >= 0").await;
+    assert_eq!(expected, vec![1000, 999 * 1000 / 2]);
+    assert!(
+        !faults.calls("/data/").is_empty(),
+        "reads go through the wrapper"
+    );
+    // a slow store changes nothing
+    faults.delay("get_ranges", "/data/", 2);
+    for round in 0..6 {
+        // the first reads of data files fail, a few at a time
+        for operation in ["get_opts", "get_ranges"] {
+            faults.fail(Fault {
+                operation,
+                pattern: "/data/",
+                skip: round,
+                times: 1 + round % 3,
+            });
+        }
+        match sql(&ctx, "SELECT count(*), sum(id) FROM ft WHERE v >= 0").await {
+            Ok(batches) => {
+                let got = crate::util::sorted_rows(&batches);
+                assert_eq!(
+                    got,
+                    vec![format!("{}|{}", expected[0], expected[1])],
+                    "round {round}"
+                );
+            }
+            Err(e) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains(".lance"),
+                    "round {round}: the error names no file: {text}"
+                );
+            }
+        }
+        faults.clear();
+    }
+    // A data file that can never be read: an error, never a short result.
+    faults.fail(Fault::always("get_opts", "/data/"));
+    faults.fail(Fault::always("get_ranges", "/data/"));
+    let err = sql(&ctx, "SELECT count(*), sum(id) FROM ft WHERE v >= 0")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("injected fault"), "{err}");
+    faults.clear();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dropped_insert_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO t SELECT value FROM generate_series(0, 9)",
+    )
+    .await;
+    ok(&ctx, "SET lance.max_rows_per_file = 1000").await;
+    let before = state(&ctx).await;
+    let files_before = std::fs::read_dir(format!("{uri}/data")).unwrap().count();
+    let insert = {
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            sql(
+                &ctx,
+                "INSERT INTO t SELECT value FROM generate_series(1000, 3000000)",
+            )
+            .await
+        })
+    };
+    // Wait for the first data file of the statement, then drop it.
+    let mut waited = 0;
+    while std::fs::read_dir(format!("{uri}/data")).unwrap().count() == files_before {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        waited += 1;
+        assert!(waited < 12_000, "no data file appeared");
+    }
+    insert.abort();
+    let _ = insert.await;
+    assert_eq!(state(&ctx).await, before, "nothing is visible");
+    // The next statement works; the leftovers are vacuumed.
+    ok(&ctx, "INSERT INTO t VALUES (10)").await;
+    ok(
+        &ctx,
+        "SELECT * FROM lance_vacuum('t', 'older_than=0s', 'orphans_older_than=0s')",
+    )
+    .await;
+    assert_eq!(data_files(&uri).await, referenced_files(&uri).await);
+    assert_eq!(ints(&ctx, "SELECT count(*) FROM t").await, vec![11]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_metadata_is_reported_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO t SELECT value FROM generate_series(0, 99)",
+    )
+    .await;
+    ok(&ctx, &format!(
+        "CREATE EXTERNAL TABLE t2 STORED AS LANCE LOCATION '{uri}' OPTIONS ('lance.version' '2')"
+    ))
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO t SELECT value FROM generate_series(100, 199)",
+    )
+    .await;
+    let manifests = |uri: &str| -> Vec<std::path::PathBuf> {
+        let mut m: Vec<_> = std::fs::read_dir(format!("{uri}/_versions"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "manifest"))
+            .collect();
+        m.sort();
+        m
+    };
+    // V2 manifest names sort newest first.
+    let latest = manifests(&uri)[0].clone();
+
+    // 1. a truncated latest manifest: an error naming the file, no panic
+    let bytes = std::fs::read(&latest).unwrap();
+    std::fs::write(&latest, &bytes[..bytes.len() / 2]).unwrap();
+    let fresh = context(2, &private_cache());
+    let err = sql(
+        &fresh,
+        &format!("CREATE EXTERNAL TABLE c STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("manifest") || err.contains("_versions"),
+        "{err}"
+    );
+    // the pinned older version still reads
+    assert_eq!(
+        ints(&ctx, "SELECT count(*), sum(id) FROM t2 WHERE id >= 0").await,
+        vec![100, 4950]
+    );
+    std::fs::write(&latest, &bytes).unwrap();
+
+    // 2. garbage at a new manifest location
+    let garbage = latest.with_file_name("18446744073709551611.manifest");
+    std::fs::write(&garbage, b"this is not a manifest").unwrap();
+    let fresh = context(2, &private_cache());
+    let err = sql(
+        &fresh,
+        &format!("CREATE EXTERNAL TABLE c STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("manifest") || err.contains("_versions"),
+        "{err}"
+    );
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM t2 WHERE id >= 0").await,
+        vec![100]
+    );
+    std::fs::remove_file(&garbage).unwrap();
+
+    // 3. a referenced data file deleted: the scan fails naming it
+    let victim = referenced_files(&uri).await.into_iter().next().unwrap();
+    std::fs::remove_file(format!("{uri}/data/{victim}")).unwrap();
+    let fresh = context(2, &private_cache());
+    ok(
+        &fresh,
+        &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    let err = sql(&fresh, "SELECT sum(id) FROM t WHERE id >= 0")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&victim) || err.contains("Not found") || err.contains("not found"),
+        "{err}"
+    );
+    // no write happened anywhere
+    assert_eq!(manifests(&uri).len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_values_round_trip_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, i BIGINT, f DOUBLE, s VARCHAR, b BYTEA, \
+             ts TIMESTAMP, d DECIMAL(38, 10), l BIGINT[], st STRUCT<a INT, inner STRUCT<x VARCHAR>>, \
+             emb FLOAT[3], allnull INT) STORED AS LANCE LOCATION '{uri}'"
+        ),
+    )
+    .await;
+    let big = "ab".repeat(256 * 1024); // 256 KiB once decoded
+    ok(
+        &ctx,
+        &format!(
+            "INSERT INTO t VALUES \
+             (1, -9223372036854775808, -0.0, 'nul' || chr(0) || ' and ''quotes'' \"dq\"', X'00FF', \
+              TIMESTAMP '1677-09-21T00:12:43.145224192', \
+              CAST('9999999999999999999999999999.9999999999' AS DECIMAL(38, 10)), \
+              [], named_struct('a', 1, 'inner', named_struct('x', 'deep')), [0.5, -0.0, 1e30], NULL), \
+             (2, 9223372036854775807, 0.0, '', decode('{big}', 'hex'), \
+              TIMESTAMP '2262-04-11T23:47:16.854775807', \
+              CAST('-9999999999999999999999999999.9999999999' AS DECIMAL(38, 10)), \
+              [NULL, 1], NULL, NULL, NULL), \
+             (3, NULL, 'NaN', NULL, NULL, NULL, 0, NULL, named_struct('a', CAST(NULL AS INT), 'inner', CAST(NULL AS STRUCT<x VARCHAR>)), [1, 2, 3], NULL), \
+             (4, 0, 'inf', 'x', X'', NULL, NULL, [-1], NULL, NULL, NULL), \
+             (5, 0, '-inf', 'x', NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+        ),
+    )
+    .await;
+    let rows = crate::util::sorted_rows(
+        &sql(&ctx, "SELECT id, i, s, ts, d, l, st, emb, allnull FROM t")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        rows,
+        vec![
+            "1|-9223372036854775808|nul\0 and 'quotes' \"dq\"|1677-09-21T00:12:43.145224192|9999999999999999999999999999.9999999999|[]|{a: 1, inner: {x: deep}}|[0.5, -0.0, 1e30]|NULL".to_string(),
+            "2|9223372036854775807||2262-04-11T23:47:16.854775807|-9999999999999999999999999999.9999999999|[NULL, 1]|NULL|NULL|NULL".to_string(),
+            "3|NULL|NULL|NULL|0.0000000000|NULL|{a: NULL, inner: NULL}|[1.0, 2.0, 3.0]|NULL".to_string(),
+            "4|0|x|NULL|NULL|[-1]|NULL|NULL|NULL".to_string(),
+            "5|0|x|NULL|NULL|NULL|NULL|NULL|NULL".to_string(),
+        ]
+    );
+    // binary values byte for byte, a 256 KiB one included
+    let batches = sql(&ctx, "SELECT b FROM t ORDER BY id").await.unwrap();
+    let b: Vec<Option<Vec<u8>>> = batches
+        .iter()
+        .flat_map(|batch| {
+            let a = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<BinaryArray>()
+                .unwrap();
+            (0..a.len())
+                .map(|i| (!a.is_null(i)).then(|| a.value(i).to_vec()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(b[0].as_deref(), Some(&[0x00u8, 0xff][..]));
+    assert_eq!(b[1].as_deref(), Some(&vec![0xabu8; 256 * 1024][..]));
+    assert_eq!(b[2], None);
+    assert_eq!(b[3].as_deref(), Some(&[][..]));
+
+    // floats bit for bit: the sign of zero, NaN, infinities
+    let batches = sql(&ctx, "SELECT f FROM t ORDER BY id").await.unwrap();
+    let f: Vec<f64> = batches
+        .iter()
+        .flat_map(|b| {
+            let a = b.column(0).as_any().downcast_ref::<Float64Array>().unwrap();
+            (0..a.len()).map(|i| a.value(i)).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(f[0].to_bits(), (-0.0f64).to_bits());
+    assert_eq!(f[1].to_bits(), 0.0f64.to_bits());
+    assert!(f[2].is_nan());
+    assert_eq!(f[3], f64::INFINITY);
+    assert_eq!(f[4], f64::NEG_INFINITY);
+
+    // 100 columns
+    let columns: Vec<String> = (0..100).map(|i| format!("c{i} INT")).collect();
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE wide ({}) STORED AS LANCE LOCATION '{}'",
+            columns.join(", "),
+            dataset_path(&dir, "wide.lance")
+        ),
+    )
+    .await;
+    let values: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+    ok(
+        &ctx,
+        &format!("INSERT INTO wide VALUES ({})", values.join(", ")),
+    )
+    .await;
+    assert_eq!(
+        ints(&ctx, "SELECT c0, c42, c99 FROM wide").await,
+        vec![0, 42, 99]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_never_appear_in_plans_or_errors() {
+    const SECRET: &str = "SUPERSECRET-7f3a";
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}' \
+             OPTIONS ('lance.storage.aws_secret_access_key' '{SECRET}')"
+        ),
+    )
+    .await;
+    ok(&ctx, "INSERT INTO t VALUES (1), (2)").await;
+    for statement in [
+        "EXPLAIN SELECT * FROM t WHERE id > 1",
+        "EXPLAIN VERBOSE SELECT * FROM t WHERE id > 1",
+        "EXPLAIN INSERT INTO t VALUES (3)",
+        "EXPLAIN VERBOSE DELETE FROM t WHERE id = 1",
+        "EXPLAIN ANALYZE SELECT * FROM t WHERE id > 1",
+        "SELECT * FROM information_schema.df_settings",
+    ] {
+        let text = format!("{:?}", sql(&ctx, statement).await.unwrap());
+        assert!(!text.contains(SECRET), "{statement} shows the secret");
+    }
+    let provider = ctx.table_provider("t").await.unwrap();
+    assert!(!format!("{provider:?}").contains(SECRET));
+    // errors: an unreachable store with credentials
+    for statement in [
+        format!(
+            "CREATE EXTERNAL TABLE s3t STORED AS LANCE LOCATION 's3://no-such-bucket/t.lance' OPTIONS ('lance.storage.aws_secret_access_key' '{SECRET}', 'lance.storage.aws_access_key_id' 'AKIA{SECRET}')"
+        ),
+        format!(
+            "CREATE EXTERNAL TABLE bad STORED AS LANCE LOCATION '{uri}' OPTIONS ('lance.storage.aws_secret_access_key' '{SECRET}', 'lance.nope' '1')"
+        ),
+        format!(
+            "CREATE EXTERNAL TABLE bad STORED AS LANCE LOCATION 's3://user:{SECRET}@bucket/t.lance'"
+        ),
+    ] {
+        let err = sql(&ctx, &statement).await.unwrap_err();
+        assert!(
+            !err.to_string().contains(SECRET),
+            "error shows the secret: {err}"
+        );
+        assert!(
+            !format!("{err:?}").contains(SECRET),
+            "error debug shows the secret: {err:?}"
+        );
+    }
+}
+
+/// Kills `lance-sql` in the middle of a large INSERT: the table always opens,
+/// at the previous version with N rows or the next with N + M, never between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_insert_leaves_a_committed_state() {
+    let trials = if nightly() { 20 } else { 3 };
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO t SELECT value FROM generate_series(0, 999)",
+    )
+    .await;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x51_61_4b);
+    let (mut n, m) = (1000i64, 3_000_000i64);
+    let mut outcomes = (0, 0);
+    for trial in 0..trials {
+        let before = ints(&ctx, "SELECT max(version) FROM lance_versions('t')").await[0];
+        let start = n + 1_000_000 * trial as i64;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+            .args([
+                "-q",
+                "-c",
+                &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+                "-c",
+                "SET lance.max_rows_per_file = 20000",
+                "-c",
+                &format!(
+                    "INSERT INTO t SELECT value FROM generate_series({start}, {})",
+                    start + m - 1
+                ),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Kill while data files are being written: after the first new one
+        // appears, plus a random delay.
+        let files = std::fs::read_dir(format!("{uri}/data")).unwrap().count();
+        for _ in 0..400 {
+            if std::fs::read_dir(format!("{uri}/data")).unwrap().count() > files {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let max_delay = if trial % 2 == 0 { 200 } else { 4000 };
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..max_delay))).await;
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let fresh = context(2, &private_cache());
+        ok(
+            &fresh,
+            &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+        )
+        .await;
+        let version = ints(&fresh, "SELECT max(version) FROM lance_versions('t')").await[0];
+        let count = ints(&fresh, "SELECT count(*) FROM t").await[0];
+        match (version - before, count - n) {
+            (0, 0) => outcomes.0 += 1,
+            (1, added) if added == m => {
+                outcomes.1 += 1;
+                n += m;
+            }
+            other => panic!(
+                "trial {trial}: version +{}, rows +{} (expected +0/+0 or +1/+{m})",
+                other.0, other.1
+            ),
+        }
+        // the next INSERT succeeds
+        ok(&fresh, "INSERT INTO t VALUES (-1)").await;
+        ok(&fresh, "DELETE FROM t WHERE id = -1").await;
+    }
+    println!(
+        "SIGKILL trials: {} killed before the commit, {} after",
+        outcomes.0, outcomes.1
+    );
+    assert_eq!(outcomes.0 + outcomes.1, trials);
+}
