@@ -89,6 +89,7 @@ pub(crate) async fn query_table(args: &Args) {
         "| data | query | datafusion-lance | lance provider | raw Scanner (decode only) | DataFusion + Parquet | vs lance provider | vs Parquet |"
     );
     println!("|---|---|---|---|---|---|---|---|");
+    let mut sizes = Vec::new();
     for (label, version) in [
         ("v2.0", LanceFileVersion::V2_0),
         ("v2.1", LanceFileVersion::V2_1),
@@ -177,6 +178,8 @@ pub(crate) async fn query_table(args: &Args) {
             );
         }
 
+        sizes.push((label, dir_size(&path)));
+
         // Single-partition overhead: executing our planned scan of the Q6
         // columns (planning excluded) vs the raw Scanner stream.
         let one = datafusion_lance::lance_session_context(config(1));
@@ -210,6 +213,15 @@ pub(crate) async fn query_table(args: &Args) {
             secs(a),
             secs(raw),
             a.wall.as_secs_f64() / raw.wall.as_secs_f64()
+        );
+    }
+    println!("\n| data | size on disk | Parquet |");
+    println!("|---|---|---|");
+    for (label, bytes) in sizes {
+        println!(
+            "| {label} | {:.0} MB | {:.0} MB |",
+            bytes as f64 / 1e6,
+            std::fs::metadata(&parquet).map_or(0, |m| m.len()) as f64 / 1e6
         );
     }
 }
