@@ -8,18 +8,17 @@ use datafusion::common::internal_err;
 use datafusion::common::runtime::JoinSet;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
 use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::{CommitBuilder, WriteDestination};
 use lance_table::format::Fragment;
 
-use super::target::{CommitKind, WriteTarget, count_batch, count_schema, decode_fragments};
+use super::target::{
+    CommitKind, WriteTarget, count_batch, count_schema, decode_fragments, execute_all,
+    join_writers, one_row_properties,
+};
 use crate::config::VersionSpec;
 use crate::error::Error;
 
@@ -58,12 +57,7 @@ impl LanceCommitExec {
         target: Arc<WriteTarget>,
         kind: CommitKind,
     ) -> Self {
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(count_schema()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        let properties = one_row_properties(count_schema());
         Self {
             input,
             target,
@@ -128,16 +122,10 @@ impl ExecutionPlan for LanceCommitExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        if partition != 0 {
-            return internal_err!("LanceCommitExec has one partition, {partition} requested");
-        }
         self.target
             .aborted
             .store(false, std::sync::atomic::Ordering::SeqCst);
-        let partitions = self.input.properties().partitioning.partition_count();
-        let inputs = (0..partitions)
-            .map(|p| self.input.execute(p, Arc::clone(&context)))
-            .collect::<DFResult<Vec<_>>>()?;
+        let inputs = execute_all("LanceCommitExec", &self.input, partition, &context)?;
         let (target, kind) = (Arc::clone(&self.target), self.kind);
         let fut = async move {
             let (rows, fragments) = collect_fragments(inputs, &target).await?;
@@ -160,45 +148,18 @@ async fn collect_fragments(
     let mut writers = JoinSet::new();
     for mut input in inputs {
         writers.spawn(async move {
-            let mut rows = 0;
+            let mut rows = 0u64;
             let mut fragments = Vec::new();
             while let Some(batch) = input.next().await {
                 let (r, f) = decode_fragments(&batch?)?;
                 rows += r;
                 fragments.extend(f);
             }
-            Ok::<_, DataFusionError>((rows, fragments))
+            Ok((rows, fragments))
         });
     }
-    let mut rows = 0;
-    let mut fragments = Vec::new();
-    let mut failure: Option<DataFusionError> = None;
-    while let Some(joined) = writers.join_next().await {
-        let result = joined.unwrap_or_else(|e| {
-            Err(DataFusionError::Execution(format!(
-                "a writer task failed: {e}"
-            )))
-        });
-        match result {
-            Ok((r, f)) => {
-                rows += r;
-                fragments.extend(f);
-            }
-            // Errors of aborted siblings only echo the first failure.
-            Err(e) if failure.is_none() => {
-                target.abort();
-                failure = Some(e);
-            }
-            Err(_) => {}
-        }
-    }
-    match failure {
-        Some(e) => {
-            target.remove_files(&fragments).await;
-            Err(e)
-        }
-        None => Ok((rows, fragments)),
-    }
+    let (rows, fragments) = join_writers(writers, target).await?;
+    Ok((rows.iter().sum(), fragments))
 }
 
 /// Commits `fragments` as one transaction; returns the statement's row count.

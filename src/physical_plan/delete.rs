@@ -7,19 +7,17 @@ use std::sync::Arc;
 use datafusion::common::internal_err;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::{CommitBuilder, WriteDestination};
 use lance_select::RowAddrTreeMap;
 
 use super::commit::commit_error;
 use super::rows::{apply_deletions, collect_addresses};
-use super::target::{WriteTarget, count_batch, count_schema, write_error};
+use super::target::{
+    WriteTarget, count_batch, count_schema, execute_all, one_row_properties, write_error,
+};
 
 /// `DELETE`: its input (any plan, subqueries included) yields the `_rowaddr`
 /// of every row to delete; one `Delete` transaction marks them deleted.
@@ -41,12 +39,7 @@ impl fmt::Debug for LanceDeleteExec {
 impl LanceDeleteExec {
     /// Deletes the rows `input` addresses from `target`.
     pub(crate) fn new(input: Arc<dyn ExecutionPlan>, target: Arc<WriteTarget>) -> Self {
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(count_schema()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        let properties = one_row_properties(count_schema());
         Self {
             input,
             target,
@@ -97,13 +90,7 @@ impl ExecutionPlan for LanceDeleteExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        if partition != 0 {
-            return internal_err!("LanceDeleteExec has one partition, {partition} requested");
-        }
-        let partitions = self.input.properties().partitioning.partition_count();
-        let inputs = (0..partitions)
-            .map(|p| self.input.execute(p, Arc::clone(&context)))
-            .collect::<DFResult<Vec<_>>>()?;
+        let inputs = execute_all("LanceDeleteExec", &self.input, partition, &context)?;
         let target = Arc::clone(&self.target);
         let fut = async move {
             let addresses = collect_addresses(inputs, 0).await?;

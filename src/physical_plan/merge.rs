@@ -12,13 +12,10 @@ use datafusion::common::internal_err;
 use datafusion::common::runtime::JoinSet;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{Distribution, EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_expr::{Distribution, PhysicalExpr};
 use datafusion::physical_plan::expressions::Column;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
 use lance::dataset::MergeInsertBuilder;
 use lance::dataset::WhenNotMatchedBySource as LanceBySource;
@@ -26,7 +23,9 @@ use lance::dataset::{WhenMatched as LanceMatched, WhenNotMatched as LanceNotMatc
 use std::collections::HashMap;
 
 use super::commit::commit_error;
-use super::target::{WriteTarget, count_batch, count_schema, write_error};
+use super::target::{
+    WriteTarget, count_batch, count_schema, execute_all, one_row_properties, write_error,
+};
 use crate::config::VersionSpec;
 use crate::table::merge::{
     MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource, stats_schema,
@@ -84,12 +83,7 @@ impl LanceMergeExec {
             MergeOutput::Stats => stats_schema(),
             MergeOutput::Count => count_schema(),
         };
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        let properties = one_row_properties(schema);
         Self {
             input,
             target,
@@ -172,13 +166,7 @@ impl ExecutionPlan for LanceMergeExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        if partition != 0 {
-            return internal_err!("LanceMergeExec has one partition, {partition} requested");
-        }
-        let partitions = self.input.properties().partitioning.partition_count();
-        let inputs = (0..partitions)
-            .map(|p| self.input.execute(p, Arc::clone(&context)))
-            .collect::<DFResult<Vec<_>>>()?;
+        let inputs = execute_all("LanceMergeExec", &self.input, partition, &context)?;
         let source_schema = self.input.schema();
         let key_indices = self
             .keys

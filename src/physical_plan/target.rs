@@ -7,7 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::internal_err;
+use datafusion::common::runtime::JoinSet;
 use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::{ExecutionPlan, Partitioning, PlanProperties};
 use lance::Dataset;
 use lance::dataset::builder::DatasetBuilder;
 use lance_file::version::LanceFileVersion;
@@ -196,4 +202,67 @@ pub(crate) fn write_error(
     e: lance::Error,
 ) -> DataFusionError {
     Error::lance(action, &target.uri, e).into()
+}
+
+/// Waits for every writer of a statement. Each yields its result `T` and the
+/// fragments it wrote. On the first failure the other writers are told to
+/// stop; once all have ended, every fragment delivered is deleted and the
+/// first error returned (errors of aborted siblings only echo it).
+pub(crate) async fn join_writers<T: Send + 'static>(
+    mut writers: JoinSet<DFResult<(T, Vec<Fragment>)>>,
+    target: &WriteTarget,
+) -> DFResult<(Vec<T>, Vec<Fragment>)> {
+    let mut results = Vec::new();
+    let mut fragments = Vec::new();
+    let mut failure: Option<DataFusionError> = None;
+    while let Some(joined) = writers.join_next().await {
+        let result = joined.unwrap_or_else(|e| {
+            Err(DataFusionError::Execution(format!(
+                "a writer task failed: {e}"
+            )))
+        });
+        match result {
+            Ok((r, f)) => {
+                results.push(r);
+                fragments.extend(f);
+            }
+            Err(e) if failure.is_none() => {
+                target.abort();
+                failure = Some(e);
+            }
+            Err(_) => {}
+        }
+    }
+    match failure {
+        Some(e) => {
+            target.remove_files(&fragments).await;
+            Err(e)
+        }
+        None => Ok((results, fragments)),
+    }
+}
+
+/// Properties of a node that emits one row from one partition.
+pub(crate) fn one_row_properties(schema: SchemaRef) -> Arc<PlanProperties> {
+    Arc::new(PlanProperties::new(
+        EquivalenceProperties::new(schema),
+        Partitioning::UnknownPartitioning(1),
+        EmissionType::Final,
+        Boundedness::Bounded,
+    ))
+}
+
+/// Starts every partition of `input` for a node that has one partition.
+pub(crate) fn execute_all(
+    node: &str,
+    input: &Arc<dyn ExecutionPlan>,
+    partition: usize,
+    context: &Arc<TaskContext>,
+) -> DFResult<Vec<SendableRecordBatchStream>> {
+    if partition != 0 {
+        return internal_err!("{node} has one partition, {partition} requested");
+    }
+    (0..input.properties().partitioning.partition_count())
+        .map(|p| input.execute(p, Arc::clone(context)))
+        .collect()
 }

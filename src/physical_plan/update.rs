@@ -9,12 +9,8 @@ use datafusion::common::internal_err;
 use datafusion::common::runtime::JoinSet;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::EquivalenceProperties;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
 use lance::dataset::transaction::{Operation, Transaction, UpdateMode};
 use lance::dataset::{CommitBuilder, WriteDestination};
@@ -24,7 +20,10 @@ use roaring::RoaringTreemap;
 
 use super::commit::commit_error;
 use super::rows::{addresses_of, apply_deletions};
-use super::target::{WriteTarget, count_batch, count_schema, write_error};
+use super::target::{
+    WriteTarget, count_batch, count_schema, execute_all, join_writers, one_row_properties,
+    write_error,
+};
 use super::write::write_partition;
 
 /// `UPDATE`: its input yields, for every updated row, the new values of all
@@ -57,12 +56,7 @@ impl LanceUpdateExec {
                 expected - 1
             );
         }
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(count_schema()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        let properties = one_row_properties(count_schema());
         Ok(Self {
             input,
             target,
@@ -113,13 +107,7 @@ impl ExecutionPlan for LanceUpdateExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        if partition != 0 {
-            return internal_err!("LanceUpdateExec has one partition, {partition} requested");
-        }
-        let partitions = self.input.properties().partitioning.partition_count();
-        let inputs = (0..partitions)
-            .map(|p| self.input.execute(p, Arc::clone(&context)))
-            .collect::<DFResult<Vec<_>>>()?;
+        let inputs = execute_all("LanceUpdateExec", &self.input, partition, &context)?;
         let target = Arc::clone(&self.target);
         target
             .aborted
@@ -177,37 +165,12 @@ async fn rewrite_rows(
             let (_, fragments) = write_partition(rows, Arc::clone(&target)).await?;
             let addresses =
                 std::mem::take(&mut *addresses.lock().unwrap_or_else(|p| p.into_inner()));
-            Ok::<_, DataFusionError>((addresses, fragments))
+            Ok((addresses, fragments))
         });
     }
-    let mut addresses = RoaringTreemap::new();
-    let mut fragments = Vec::new();
-    let mut failure = None;
-    while let Some(joined) = writers.join_next().await {
-        let result = joined.unwrap_or_else(|e| {
-            Err(DataFusionError::Execution(format!(
-                "a writer task failed: {e}"
-            )))
-        });
-        match result {
-            Ok((a, f)) => {
-                addresses |= a;
-                fragments.extend(f);
-            }
-            Err(e) if failure.is_none() => {
-                target.abort();
-                failure = Some(e);
-            }
-            Err(_) => {}
-        }
-    }
-    match failure {
-        Some(e) => {
-            target.remove_files(&fragments).await;
-            Err(e)
-        }
-        None => Ok((addresses, fragments)),
-    }
+    let (parts, fragments) = join_writers(writers, target).await?;
+    let addresses = parts.into_iter().fold(RoaringTreemap::new(), |a, b| a | b);
+    Ok((addresses, fragments))
 }
 
 /// Deletes the old rows and commits them with the new fragments. On error,
