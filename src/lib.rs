@@ -51,6 +51,7 @@ use std::sync::Arc;
 
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::session_state::SessionState;
+use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use catalog::{LanceUrlTableFactory, enable_lance_url_tables};
@@ -82,9 +83,18 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         register_on_state(&mut state);
     }
     ctx.register_table_options_extension(LanceTableOptions::default());
-    ctx.add_analyzer_rule(Arc::new(planner::VectorDimensionCheck::default()));
-    ctx.add_analyzer_rule(Arc::new(planner::LanceDmlRewrite::default()));
-    ctx.register_relation_planner(Arc::new(planner::LanceMergePlanner::default()))?;
+    // Registering twice must not install the planning hooks twice.
+    let installed = ctx
+        .state()
+        .analyzer()
+        .rules
+        .iter()
+        .any(|r| r.name() == planner::LanceDmlRewrite::default().name());
+    if !installed {
+        ctx.add_analyzer_rule(Arc::new(planner::VectorDimensionCheck::default()));
+        ctx.add_analyzer_rule(Arc::new(planner::LanceDmlRewrite::default()));
+        ctx.register_relation_planner(Arc::new(planner::LanceMergePlanner::default()))?;
+    }
     ctx.register_udtf(
         udtf::CACHE_STATS_FUNCTION_NAME,
         Arc::new(CacheStatsFunction::default()),

@@ -262,3 +262,11 @@ async fn a_committed_version_is_served_without_loading_it_again() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registering_twice_is_harmless() {
+    let ctx = datafusion_lance::lance_session_context(Default::default());
+    let rules = ctx.state().analyzer().rules.len();
+    datafusion_lance::register_lance(&ctx).unwrap();
+    assert_eq!(ctx.state().analyzer().rules.len(), rules);
+}
