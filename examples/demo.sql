@@ -28,5 +28,14 @@ SELECT count(*) AS rows_at_first_load FROM lineitem_v1;
 -- Quoted paths work too.
 SELECT l_orderkey, embedding FROM 'target/demo/lineitem.lance' WHERE l_orderkey < 3 ORDER BY l_orderkey;
 
+-- Writes: a table from a query, then row-level DML and an upsert; one version each.
+COPY (SELECT l_orderkey AS id, l_quantity AS qty FROM lineitem WHERE l_orderkey < 1000)
+TO 'target/demo/orders.lance' STORED AS LANCE;
+CREATE EXTERNAL TABLE orders STORED AS LANCE LOCATION 'target/demo/orders.lance';
+UPDATE orders SET qty = qty * 2 WHERE id < 10;
+DELETE FROM orders WHERE id IN (SELECT l_orderkey FROM lineitem WHERE l_quantity > 45 AND l_orderkey < 1000);
+SELECT * FROM lance_merge('orders', (SELECT 1 AS id, 0.0 AS qty UNION ALL SELECT 5000, 1.0), 'id');
+SELECT version, operation, fragments, rows FROM lance_versions('orders') ORDER BY version;
+
 -- The shared Lance session.
 SELECT * FROM lance_cache_stats();

@@ -107,8 +107,10 @@ async fn main() {
         .unwrap_or_else(|| "target/demo".to_string());
     std::fs::create_dir_all(&dir).expect("create demo directory");
     let uri = format!("{dir}/lineitem.lance");
-    if std::path::Path::new(&uri).exists() {
-        std::fs::remove_dir_all(&uri).expect("remove old demo dataset");
+    for old in [uri.clone(), format!("{dir}/orders.lance")] {
+        if std::path::Path::new(&old).exists() {
+            std::fs::remove_dir_all(&old).expect("remove old demo dataset");
+        }
     }
     write(&uri, batch(0, 40_000), WriteMode::Create).await;
     let ds = write(&uri, batch(40_000, 20_000), WriteMode::Append).await;
