@@ -10,8 +10,6 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use lance::dataset::transaction::{Operation, Transaction};
-use lance::dataset::{CommitBuilder, WriteDestination};
-use lance_select::RowAddrTreeMap;
 
 use super::commit::commit_error;
 use super::rows::{apply_deletions, collect_addresses};
@@ -113,17 +111,10 @@ impl ExecutionPlan for LanceDeleteExec {
                 None,
             );
             let count = addresses.len();
-            let committed = CommitBuilder::new(WriteDestination::Dataset(base))
-                .with_session(Arc::clone(target.cache.session()))
-                .with_store_params(target.params.clone())
-                .with_skip_auto_cleanup(true)
-                .with_affected_rows(RowAddrTreeMap::from(addresses))
-                .execute(transaction)
+            target
+                .commit_row_change(base, transaction, addresses)
                 .await
                 .map_err(|e| commit_error(&target, e))?;
-            target
-                .cache
-                .note_committed(&target.uri, &target.params, Arc::new(committed));
             count_batch(count)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(

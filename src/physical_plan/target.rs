@@ -16,9 +16,13 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PlanProperties};
 use lance::Dataset;
 use lance::dataset::builder::DatasetBuilder;
+use lance::dataset::transaction::Transaction;
+use lance::dataset::{CommitBuilder, WriteDestination};
 use lance_file::version::LanceFileVersion;
 use lance_io::object_store::ObjectStoreParams;
+use lance_select::RowAddrTreeMap;
 use lance_table::format::Fragment;
+use roaring::RoaringTreemap;
 
 use crate::error::Error;
 use crate::session::LanceSessionCache;
@@ -102,6 +106,27 @@ impl WriteTarget {
     /// True once a writer of this statement failed.
     pub(crate) fn is_aborted(&self) -> bool {
         self.aborted.load(Ordering::SeqCst)
+    }
+
+    /// Commits a row-level change (`DELETE`, `UPDATE`) read at `base`, with the
+    /// touched row addresses so Lance can rebase it over disjoint concurrent
+    /// changes, and serves the new version to the next query.
+    pub(crate) async fn commit_row_change(
+        &self,
+        base: Arc<Dataset>,
+        transaction: Transaction,
+        addresses: RoaringTreemap,
+    ) -> lance::Result<()> {
+        let committed = CommitBuilder::new(WriteDestination::Dataset(base))
+            .with_session(Arc::clone(self.cache.session()))
+            .with_store_params(self.params.clone())
+            .with_skip_auto_cleanup(true)
+            .with_affected_rows(RowAddrTreeMap::from(addresses))
+            .execute(transaction)
+            .await?;
+        self.cache
+            .note_committed(&self.uri, &self.params, Arc::new(committed));
+        Ok(())
     }
 
     /// Deletes the data files of `fragments` (best effort; failures are logged).

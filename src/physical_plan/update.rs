@@ -13,8 +13,6 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
 use lance::dataset::transaction::{Operation, Transaction, UpdateMode};
-use lance::dataset::{CommitBuilder, WriteDestination};
-use lance_select::RowAddrTreeMap;
 use lance_table::format::Fragment;
 use roaring::RoaringTreemap;
 
@@ -210,19 +208,12 @@ async fn commit_update(
         },
         None,
     );
-    let committed = CommitBuilder::new(WriteDestination::Dataset(base))
-        .with_session(Arc::clone(target.cache.session()))
-        .with_store_params(target.params.clone())
-        .with_skip_auto_cleanup(true)
-        .with_affected_rows(RowAddrTreeMap::from(addresses))
-        .execute(transaction)
+    target
+        .commit_row_change(base, transaction, addresses)
         .await
         .map_err(|e| {
             let unknown = e.is_commit_status_unknown();
             (commit_error(target, e), unknown)
         })?;
-    target
-        .cache
-        .note_committed(&target.uri, &target.params, Arc::new(committed));
     Ok(())
 }
