@@ -151,23 +151,55 @@ pub fn lance_session_context(config: SessionConfig) -> SessionContext {
 pub fn rewrite_merge_into(sql: &str, dialect: &str) -> datafusion::error::Result<Option<String>> {
     use datafusion::sql::parser::{DFParser, Statement as DFStatement};
     use datafusion::sql::sqlparser::ast::Statement;
-    let head = sql.trim_start().get(..5).unwrap_or("");
-    if !head.eq_ignore_ascii_case("merge") {
+    let trimmed = sql.trim_start();
+    let starts = |word: &str| {
+        trimmed
+            .get(..word.len())
+            .is_some_and(|h| h.eq_ignore_ascii_case(word))
+    };
+    if !starts("merge") && !starts("explain") {
         return Ok(None);
     }
     let dialect =
         datafusion::sql::sqlparser::dialect::dialect_from_str(dialect).ok_or_else(|| {
             datafusion::error::DataFusionError::Plan(format!("unknown SQL dialect '{dialect}'"))
         })?;
-    let statements = DFParser::parse_sql_with_dialect(sql, dialect.as_ref())?;
-    match statements.front() {
-        Some(DFStatement::Statement(statement)) if statements.len() == 1 => {
-            match statement.as_ref() {
-                Statement::Merge(merge) => Ok(Some(planner::merge_into::merge_into_sql(merge)?)),
-                _ => Ok(None),
+    let statements = match DFParser::parse_sql_with_dialect(sql, dialect.as_ref()) {
+        Ok(statements) => statements,
+        // Not ours to report: DataFusion gives the same parse error.
+        Err(_) if !starts("merge") => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let merge = |statement: &DFStatement| match statement {
+        DFStatement::Statement(s) => match s.as_ref() {
+            Statement::Merge(merge) => Some(merge.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    if statements.len() != 1 {
+        return Ok(None);
+    }
+    match &statements[0] {
+        DFStatement::Explain(explain) => match merge(&explain.statement) {
+            Some(m) => {
+                let mut head = String::from("EXPLAIN ");
+                if explain.analyze {
+                    head.push_str("ANALYZE ");
+                }
+                if explain.verbose {
+                    head.push_str("VERBOSE ");
+                }
+                if let Some(format) = &explain.format {
+                    head.push_str(&format!("FORMAT {format} "));
+                }
+                Ok(Some(head + &planner::merge_into::merge_into_sql(&m)?))
             }
-        }
-        _ => Ok(None),
+            None => Ok(None),
+        },
+        other => merge(other)
+            .map(|m| planner::merge_into::merge_into_sql(&m))
+            .transpose(),
     }
 }
 

@@ -7,7 +7,7 @@
 //! ```sql
 //! MERGE INTO t USING src AS s ON t.id = s.id
 //!   WHEN MATCHED [AND <cond>] THEN UPDATE SET v = s.v, name = s.name | DELETE
-//!   WHEN NOT MATCHED THEN INSERT (id, v, name) VALUES (s.id, s.v, s.name) | INSERT *
+//!   WHEN NOT MATCHED THEN INSERT (id, v, name) VALUES (s.id, s.v, s.name) | INSERT ROW
 //!   WHEN NOT MATCHED BY SOURCE [AND <cond>] THEN DELETE
 //! ```
 //!
@@ -108,6 +108,25 @@ fn replace_qualifier(text: &str, from: &str, to: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// The columns `alias.<column>` mentions in `text`.
+fn qualified_columns(text: &str, alias: &str) -> Vec<String> {
+    let marked = replace_qualifier(text, alias, "\u{1}");
+    marked
+        .split('\u{1}')
+        .skip(1)
+        .map(|rest| {
+            let rest = rest.strip_prefix('.').unwrap_or(rest);
+            match rest.strip_prefix('"') {
+                Some(quoted) => quoted.split('"').next().unwrap_or("").to_string(),
+                None => rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 /// Collects the key columns of `t.k = s.k [AND ...]`.
@@ -235,6 +254,16 @@ pub fn merge_into_sql(merge: &Merge) -> DFResult<String> {
             && value.eq_ignore_ascii_case(&format!("{}.{column}", names.source_alias))
     };
     let mut set_columns = |columns: Columns| -> DFResult<()> {
+        if let Some((column, value)) = columns
+            .iter()
+            .find(|c| keys.iter().any(|k| k.eq_ignore_ascii_case(&c.0)) && !key_copy(c))
+        {
+            return not_impl_err!(
+                "MERGE INTO: key column {column} can only be written from the source's \
+                 {column} ({}.{column}), not {value}",
+                names.source_alias
+            );
+        }
         // `INSERT (id, ...) VALUES (s.id, ...)`: the key comes from the source anyway.
         let columns: Columns = columns.into_iter().filter(|c| !key_copy(c)).collect();
         match &written {
@@ -248,13 +277,30 @@ pub fn merge_into_sql(merge: &Merge) -> DFResult<String> {
             }
         }
     };
+    let mut matched_condition: Option<String> = None;
+    let mut seen: Vec<&'static str> = Vec::new();
     for clause in &merge.clauses {
+        let kind = match clause.clause_kind {
+            MergeClauseKind::Matched => "WHEN MATCHED",
+            MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget => "WHEN NOT MATCHED",
+            MergeClauseKind::NotMatchedBySource => "WHEN NOT MATCHED BY SOURCE",
+        };
+        if seen.contains(&kind) {
+            return not_impl_err!(
+                "MERGE INTO: more than one {kind} clause is not supported (Lance's merge-insert \
+                 takes one action per case)"
+            );
+        }
+        seen.push(kind);
         match (&clause.clause_kind, &clause.action) {
             (MergeClauseKind::Matched, MergeAction::Update(update)) => {
                 set_columns(update_columns(&update.assignments, &names)?)?;
                 options[0] = match &clause.predicate {
                     None => "when_matched=update_all".into(),
-                    Some(p) => format!("when_matched_if={}", names.lance_condition(p)),
+                    Some(p) => {
+                        matched_condition = Some(p.to_string());
+                        format!("when_matched_if={}", names.lance_condition(p))
+                    }
                 };
             }
             (MergeClauseKind::Matched, MergeAction::Delete { .. }) => {
@@ -313,6 +359,36 @@ pub fn merge_into_sql(merge: &Merge) -> DFResult<String> {
             }
             (kind, action) => {
                 return not_impl_err!("MERGE INTO: WHEN {kind} THEN {action} is not supported");
+            }
+        }
+    }
+
+    if let (true, Some(_)) = (all_source_columns, &written) {
+        return not_impl_err!(
+            "MERGE INTO: INSERT ROW cannot be combined with UPDATE SET of chosen columns (Lance's \
+             merge-insert updates and inserts from one source row); list the inserted columns: \
+             INSERT (c, ...) VALUES ({}.c, ...)",
+            names.source_alias
+        );
+    }
+    // Lance evaluates the condition on the rows handed to it: every source
+    // column it reads must reach Lance unchanged.
+    if let (Some(condition), Some(columns)) = (&matched_condition, &written) {
+        for column in qualified_columns(condition, &names.source_alias) {
+            let is_key = keys.iter().any(|k| k.eq_ignore_ascii_case(&column));
+            let copied = columns.iter().any(|c| {
+                c.0.eq_ignore_ascii_case(&column)
+                    && c.1
+                        .eq_ignore_ascii_case(&format!("{}.{column}", names.source_alias))
+            });
+            if !is_key && !copied {
+                return not_impl_err!(
+                    "MERGE INTO: the WHEN MATCHED condition reads {}.{column}, which the \
+                     statement does not write unchanged; only source columns written as \
+                     {column} = {}.{column} (or keys) can be used in the condition",
+                    names.source_alias,
+                    names.source_alias
+                );
             }
         }
     }
@@ -406,5 +482,70 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("reads the target row"), "{err}");
+    }
+
+    fn error_of(sql: &str) -> String {
+        translate(sql).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn forms_that_would_change_meaning_are_refused() {
+        let err = error_of(
+            "MERGE INTO t USING s ON t.id = s.id \
+             WHEN MATCHED AND s.v > 0 THEN UPDATE SET v = s.v \
+             WHEN MATCHED THEN UPDATE SET v = 0",
+        );
+        assert!(err.contains("more than one WHEN MATCHED clause"), "{err}");
+        let err = error_of(
+            "MERGE INTO t USING s ON t.id = s.id \
+             WHEN NOT MATCHED BY SOURCE AND t.v > 0 THEN DELETE \
+             WHEN NOT MATCHED BY SOURCE THEN DELETE",
+        );
+        assert!(
+            err.contains("more than one WHEN NOT MATCHED BY SOURCE clause"),
+            "{err}"
+        );
+        let err = error_of(
+            "MERGE INTO t USING s ON t.id = s.id \
+             WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT ROW",
+        );
+        assert!(err.contains("INSERT ROW cannot be combined"), "{err}");
+        let err = error_of(
+            "MERGE INTO t USING s ON t.id = s.id \
+             WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id + 1, s.v)",
+        );
+        assert!(err.contains("key column id can only be written"), "{err}");
+        let err = error_of(
+            "MERGE INTO t USING s ON t.id = s.id \
+             WHEN MATCHED AND s.v > t.v THEN UPDATE SET v = s.v * 10",
+        );
+        assert!(err.contains("condition reads s.v"), "{err}");
+        let err = error_of(
+            "MERGE INTO t USING s ON t.id = s.id \
+             WHEN MATCHED AND s.w > 0 THEN UPDATE SET v = s.v",
+        );
+        assert!(err.contains("condition reads s.w"), "{err}");
+    }
+
+    #[test]
+    fn conditions_on_keys_and_copied_columns_translate() {
+        let sql = translate(
+            "MERGE INTO t USING s ON t.id = s.id \
+             WHEN MATCHED AND s.v > t.v AND s.id > 0 THEN UPDATE SET v = s.v \
+             WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v)",
+        )
+        .unwrap();
+        assert!(
+            sql.contains("'when_matched_if=source.v > target.v AND source.id > 0'"),
+            "{sql}"
+        );
+    }
+
+    #[test]
+    fn qualified_columns_are_found() {
+        assert_eq!(
+            qualified_columns("s.a > t.b AND (s.\"C d\" = 1 OR xs.e = s.f)", "s"),
+            vec!["a".to_string(), "C d".to_string(), "f".to_string()]
+        );
     }
 }
