@@ -128,6 +128,7 @@ impl ExecutionPlan for LanceCommitExec {
         let inputs = execute_all("LanceCommitExec", &self.input, partition, &context)?;
         let (target, kind) = (Arc::clone(&self.target), self.kind);
         let fut = async move {
+            let _writing = target.in_flight();
             let (rows, fragments) = collect_fragments(inputs, &target).await?;
             let count = commit(&target, kind, rows, fragments).await?;
             count_batch(count)
@@ -227,8 +228,9 @@ async fn commit(
     }
 }
 
-/// A `COPY ... STORED AS LANCE` must not replace a dataset created meanwhile.
-async fn ensure_absent(target: &WriteTarget) -> DFResult<()> {
+/// A `COPY ... STORED AS LANCE` must not replace a dataset (checked when
+/// planning, and again at commit for one created meanwhile).
+pub(crate) async fn ensure_absent(target: &WriteTarget) -> DFResult<()> {
     match target
         .cache
         .open(&target.uri, &target.params, &VersionSpec::Latest)

@@ -91,6 +91,7 @@ impl ExecutionPlan for LanceDeleteExec {
         let inputs = execute_all("LanceDeleteExec", &self.input, partition, &context)?;
         let target = Arc::clone(&self.target);
         let fut = async move {
+            let _writing = target.in_flight();
             let addresses = collect_addresses(inputs, 0).await?;
             if addresses.is_empty() {
                 return count_batch(0);

@@ -17,12 +17,15 @@ use datafusion::physical_plan::expressions::Column;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
-use lance::dataset::MergeInsertBuilder;
+use lance::Dataset;
 use lance::dataset::WhenNotMatchedBySource as LanceBySource;
+use lance::dataset::transaction::Operation;
+use lance::dataset::{CommitBuilder, MergeInsertBuilder, MergeInsertJob, WriteDestination};
 use lance::dataset::{WhenMatched as LanceMatched, WhenNotMatched as LanceNotMatched};
 use std::collections::HashMap;
 
 use super::commit::commit_error;
+use super::rows::remove_new_deletion_files;
 use super::target::{
     WriteTarget, count_batch, count_schema, execute_all, one_row_properties, write_error,
 };
@@ -181,6 +184,7 @@ impl ExecutionPlan for LanceMergeExec {
         );
         let schema = self.output_schema();
         let fut = async move {
+            let _writing = target.in_flight();
             let source = checked_source(inputs, &source_schema, key_indices, &target).await?;
             let (inserted, updated, deleted, version) =
                 run_merge(&target, keys, &options, source).await?;
@@ -217,8 +221,89 @@ async fn run_merge(
         .cache
         .open(&target.uri, &target.params, &VersionSpec::Latest)
         .await?;
+    let mut dataset = latest;
+    let mut attempt = 1;
+    loop {
+        let job = merge_job(target, &dataset, &keys, options)?;
+        let uncommitted = job
+            .execute_uncommitted_batches(source.clone())
+            .await
+            .map_err(|e| merge_error(target, e))?;
+        let (new_fragments, updated) = match &uncommitted.transaction.operation {
+            Operation::Update {
+                new_fragments,
+                updated_fragments,
+                ..
+            } => (new_fragments.clone(), updated_fragments.clone()),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let mut commit = CommitBuilder::new(WriteDestination::Dataset(Arc::clone(&dataset)))
+            .with_session(Arc::clone(target.cache.session()))
+            .with_store_params(target.params.clone())
+            .with_skip_auto_cleanup(true);
+        if let Some(rows) = uncommitted.affected_rows {
+            commit = commit.with_affected_rows(rows);
+        }
+        let stats = uncommitted.stats;
+        match commit.execute(uncommitted.transaction).await {
+            Ok(committed) => {
+                let version = committed.version_id();
+                target
+                    .cache
+                    .note_committed(&target.uri, &target.params, Arc::new(committed));
+                return Ok((
+                    stats.num_inserted_rows,
+                    stats.num_updated_rows,
+                    stats.num_deleted_rows,
+                    version,
+                ));
+            }
+            Err(e) => {
+                // Unless the commit may have landed, this attempt's files are
+                // garbage: remove them (a retry writes its own).
+                if !e.is_commit_status_unknown() {
+                    target.remove_files(&new_fragments).await;
+                    remove_new_deletion_files(&dataset, &updated).await;
+                }
+                let retry = matches!(e, lance::Error::RetryableCommitConflict { .. })
+                    && attempt < MERGE_ATTEMPTS;
+                if !retry {
+                    return Err(merge_error(target, e));
+                }
+                // Another writer committed first: merge again on its version.
+                attempt += 1;
+                dataset = target
+                    .cache
+                    .open(&target.uri, &target.params, &VersionSpec::Latest)
+                    .await?;
+            }
+        }
+    }
+}
+
+/// How often a merge runs again after a conflicting commit by another writer.
+const MERGE_ATTEMPTS: u32 = 10;
+
+fn merge_error(target: &WriteTarget, e: lance::Error) -> DataFusionError {
+    match e {
+        e @ (lance::Error::CommitConflict { .. }
+        | lance::Error::IncompatibleTransaction { .. }
+        | lance::Error::RetryableCommitConflict { .. }
+        | lance::Error::TooMuchWriteContention { .. }) => commit_error(target, e),
+        e => write_error(target, "merging into", e),
+    }
+}
+
+/// Lance's merge-insert job for `options` on `dataset`.
+fn merge_job(
+    target: &WriteTarget,
+    dataset: &Arc<Dataset>,
+    keys: &[String],
+    options: &MergeOptions,
+) -> DFResult<MergeInsertJob> {
     let err = |e| write_error(target, "merging into", e);
-    let mut builder = MergeInsertBuilder::try_new(Arc::clone(&latest), keys).map_err(err)?;
+    let mut builder =
+        MergeInsertBuilder::try_new(Arc::clone(dataset), keys.to_vec()).map_err(err)?;
     builder
         .when_matched(match &options.when_matched {
             WhenMatched::UpdateAll => LanceMatched::UpdateAll,
@@ -235,27 +320,10 @@ async fn run_merge(
             WhenNotMatchedBySource::Keep => LanceBySource::Keep,
             WhenNotMatchedBySource::Delete => LanceBySource::Delete,
             WhenNotMatchedBySource::DeleteIf(condition) => {
-                LanceBySource::delete_if(&latest, condition).map_err(err)?
+                LanceBySource::delete_if(dataset, condition).map_err(err)?
             }
         });
-    let job = builder.try_build().map_err(err)?;
-    let (committed, stats) = job.execute_batches(source).await.map_err(|e| match e {
-        e @ (lance::Error::CommitConflict { .. }
-        | lance::Error::IncompatibleTransaction { .. }
-        | lance::Error::RetryableCommitConflict { .. }
-        | lance::Error::TooMuchWriteContention { .. }) => commit_error(target, e),
-        e => write_error(target, "merging into", e),
-    })?;
-    let version = committed.version_id();
-    target
-        .cache
-        .note_committed(&target.uri, &target.params, committed);
-    Ok((
-        stats.num_inserted_rows,
-        stats.num_updated_rows,
-        stats.num_deleted_rows,
-        version,
-    ))
+    builder.try_build().map_err(err)
 }
 
 /// Reads the key-partitioned inputs concurrently, checking that no key occurs

@@ -2,21 +2,24 @@
 //! [`super::LanceCommitExec`].
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 
+use chrono::{DateTime, Utc};
 use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::internal_err;
 use datafusion::common::runtime::JoinSet;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::expressions::Column;
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PlanProperties};
 use lance::Dataset;
 use lance::dataset::builder::DatasetBuilder;
-use lance::dataset::transaction::Transaction;
+use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::{CommitBuilder, WriteDestination};
 use lance_file::version::LanceFileVersion;
 use lance_io::object_store::ObjectStoreParams;
@@ -26,6 +29,8 @@ use roaring::RoaringTreemap;
 
 use crate::error::Error;
 use crate::session::LanceSessionCache;
+
+use super::rows::remove_new_deletion_files;
 
 /// How the statement's fragments are committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,16 +122,35 @@ impl WriteTarget {
         transaction: Transaction,
         addresses: RoaringTreemap,
     ) -> lance::Result<()> {
-        let committed = CommitBuilder::new(WriteDestination::Dataset(base))
+        let updated = match &transaction.operation {
+            Operation::Delete {
+                updated_fragments, ..
+            }
+            | Operation::Update {
+                updated_fragments, ..
+            } => updated_fragments.clone(),
+            _ => Vec::new(),
+        };
+        let committed = CommitBuilder::new(WriteDestination::Dataset(Arc::clone(&base)))
             .with_session(Arc::clone(self.cache.session()))
             .with_store_params(self.params.clone())
             .with_skip_auto_cleanup(true)
             .with_affected_rows(RowAddrTreeMap::from(addresses))
             .execute(transaction)
-            .await?;
-        self.cache
-            .note_committed(&self.uri, &self.params, Arc::new(committed));
-        Ok(())
+            .await;
+        match committed {
+            Ok(committed) => {
+                self.cache
+                    .note_committed(&self.uri, &self.params, Arc::new(committed));
+                Ok(())
+            }
+            Err(e) => {
+                if !e.is_commit_status_unknown() {
+                    remove_new_deletion_files(&base, &updated).await;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Deletes the data files of `fragments` (best effort; failures are logged).
@@ -290,4 +314,78 @@ pub(crate) fn execute_all(
     (0..input.properties().partitioning.partition_count())
         .map(|p| input.execute(p, Arc::clone(context)))
         .collect()
+}
+
+/// Statements of this process that are writing files no version references
+/// yet, by table location: `lance_vacuum` never removes files newer than the
+/// oldest of them.
+static IN_FLIGHT: LazyLock<Mutex<Vec<InFlightWrite>>> = LazyLock::new(Default::default);
+static NEXT_WRITE: AtomicU64 = AtomicU64::new(0);
+
+/// (registration id, table location, start time).
+type InFlightWrite = (u64, String, DateTime<Utc>);
+
+/// Registration of an executing write; removed when dropped.
+#[derive(Debug)]
+pub(crate) struct InFlight(u64);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut writes = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        writes.retain(|(id, _, _)| *id != self.0);
+    }
+}
+
+/// The location a table's files live under, as the registry keys it.
+fn location_key(uri: &str) -> String {
+    uri.trim_end_matches('/')
+        .trim_start_matches("file://")
+        .to_string()
+}
+
+impl WriteTarget {
+    /// Registers the statement as writing to this table until the guard drops.
+    pub(crate) fn in_flight(&self) -> InFlight {
+        let id = NEXT_WRITE.fetch_add(1, Ordering::Relaxed);
+        let mut writes = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        writes.push((id, location_key(&self.uri), Utc::now()));
+        InFlight(id)
+    }
+}
+
+/// When the oldest write of this process to `uri` still executing started.
+pub(crate) fn oldest_in_flight(uri: &str) -> Option<DateTime<Utc>> {
+    let key = location_key(uri);
+    let writes = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    writes
+        .iter()
+        .filter(|(_, u, _)| *u == key)
+        .map(|(_, _, started)| *started)
+        .min()
+}
+
+/// `plan` narrowed to the columns `projection` selects (table functions
+/// whose report is computed whole).
+pub(crate) fn project(
+    plan: Arc<dyn ExecutionPlan>,
+    projection: Option<&Vec<usize>>,
+) -> DFResult<Arc<dyn ExecutionPlan>> {
+    let schema = plan.schema();
+    let Some(columns) = projection else {
+        return Ok(plan);
+    };
+    if columns.iter().copied().eq(0..schema.fields().len()) {
+        return Ok(plan);
+    }
+    let exprs = columns
+        .iter()
+        .map(|&i| {
+            let name = schema.field(i).name().clone();
+            (
+                Arc::new(Column::new(&name, i)) as Arc<dyn PhysicalExpr>,
+                name,
+            )
+        })
+        .collect::<Vec<_>>();
+    Ok(Arc::new(ProjectionExec::try_new(exprs, plan)?))
 }

@@ -111,6 +111,7 @@ impl ExecutionPlan for LanceUpdateExec {
             .aborted
             .store(false, std::sync::atomic::Ordering::SeqCst);
         let fut = async move {
+            let _writing = target.in_flight();
             let (addresses, fragments) = rewrite_rows(inputs, &target).await?;
             if addresses.is_empty() {
                 target.remove_files(&fragments).await;

@@ -21,6 +21,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use super::LanceTableProvider;
 use crate::error::{Error, Result};
 use crate::physical_plan::LanceMergeExec;
+use crate::physical_plan::target::project;
 use crate::table::create::storable_type;
 
 /// SQL name of the upsert table function.
@@ -216,13 +217,13 @@ impl TableProvider for LanceMergeTable {
     async fn scan(
         &self,
         state: &dyn Session,
-        _projection: Option<&Vec<usize>>,
+        projection: Option<&Vec<usize>>,
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let target = resolve_lance_table(state, &self.target).await?;
         let source = state.create_physical_plan(&self.source).await?;
-        Ok(target
+        let merge = target
             .plan_merge(
                 state,
                 source,
@@ -230,7 +231,8 @@ impl TableProvider for LanceMergeTable {
                 self.options.clone(),
                 MergeOutput::Stats,
             )
-            .await?)
+            .await?;
+        project(merge, projection)
     }
 }
 

@@ -4,12 +4,14 @@
 //! 1. Versions older than `older_than` (default `7d`) are removed with
 //!    Lance's `cleanup_old_versions` (the latest version and tagged versions
 //!    are always kept), together with the files only they referenced.
-//! 2. Data files that no remaining version references — left by a process
-//!    killed mid-write or a dropped result stream — are deleted when they were
-//!    last modified before `orphans_older_than` (default `7d`, Lance's own
-//!    threshold).
+//! 2. Data and deletion files that no remaining version references — left by
+//!    a process killed mid-write or a dropped result stream — are deleted when
+//!    they were last modified before `orphans_older_than` (default `7d`,
+//!    Lance's own threshold).
 //!
-//! A statement in flight holds data files that no version references yet;
+//! A statement in flight holds files that no version references yet. Those of
+//! statements running in this process are always kept (the cutoff moves
+//! before the oldest one's start); for writers in other processes,
 //! `orphans_older_than` must exceed the longest statement that could still
 //! commit, which is why it defaults to a week. Durations: `<n>s`, `<n>m`,
 //! `<n>h`, `<n>d`. The work happens when the statement runs (`EXPLAIN` does
@@ -35,6 +37,8 @@ use futures::TryStreamExt;
 use super::versions::dataset_named;
 use crate::error::Error;
 use crate::physical_plan::action::ActionExec;
+use crate::physical_plan::target::{oldest_in_flight, project};
+use lance_table::io::deletion::relative_deletion_file_path;
 
 /// SQL name of the vacuum function.
 pub const VACUUM_FUNCTION_NAME: &str = "lance_vacuum";
@@ -154,7 +158,7 @@ impl TableProvider for VacuumTable {
     async fn scan(
         &self,
         state: &dyn Session,
-        _projection: Option<&Vec<usize>>,
+        projection: Option<&Vec<usize>>,
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
@@ -166,14 +170,11 @@ impl TableProvider for VacuumTable {
             options.older_than,
             options.orphans_older_than
         );
-        Ok(Arc::new(ActionExec::new(
-            description,
-            schema(),
-            move || {
-                let (dataset, options) = (Arc::clone(&dataset), options.clone());
-                Box::pin(async move { vacuum(&dataset, &options).await })
-            },
-        )))
+        let action = Arc::new(ActionExec::new(description, schema(), move || {
+            let (dataset, options) = (Arc::clone(&dataset), options.clone());
+            Box::pin(async move { vacuum(&dataset, &options).await })
+        }));
+        project(action, projection)
     }
 }
 
@@ -183,7 +184,7 @@ async fn vacuum(dataset: &lance::Dataset, options: &VacuumOptions) -> DFResult<R
         .cleanup_old_versions(options.older_than, Some(false), Some(false))
         .await
         .map_err(err)?;
-    // Files referenced by any remaining version.
+    // Files referenced by any remaining version: data files and deletion files.
     let mut referenced: HashSet<String> = HashSet::new();
     for version in dataset.versions().await.map_err(err)? {
         let at = dataset
@@ -192,25 +193,34 @@ async fn vacuum(dataset: &lance::Dataset, options: &VacuumOptions) -> DFResult<R
             .map_err(err)?;
         for fragment in at.fragments().iter() {
             referenced.extend(fragment.files.iter().map(|f| f.path.clone()));
+            if let Some(file) = &fragment.deletion_file {
+                let relative = relative_deletion_file_path(fragment.id, file);
+                referenced.insert(relative.rsplit('/').next().unwrap_or("").to_string());
+            }
         }
     }
     let store = dataset.object_store(None).await.map_err(err)?;
-    let data_dir = dataset.data_dir();
-    let cutoff = Utc::now() - options.orphans_older_than;
-    let candidates: Vec<_> = store
-        .read_dir_all(&data_dir, Some(cutoff))
-        .try_collect()
-        .await
-        .map_err(err)?;
+    // Never a file a statement of this process may still commit.
+    let mut cutoff = Utc::now() - options.orphans_older_than;
+    if let Some(started) = oldest_in_flight(dataset.uri()) {
+        cutoff = cutoff.min(started - TimeDelta::seconds(1));
+    }
     let (mut orphans, mut bytes) = (0u64, stats.bytes_removed);
-    for meta in candidates {
-        let name = meta.location.filename().unwrap_or_default().to_string();
-        if referenced.contains(&name) {
-            continue;
+    for dir in [dataset.data_dir(), dataset.deletions_dir()] {
+        let candidates: Vec<_> = store
+            .read_dir_all(&dir, Some(cutoff))
+            .try_collect()
+            .await
+            .map_err(err)?;
+        for meta in candidates {
+            let name = meta.location.filename().unwrap_or_default().to_string();
+            if referenced.contains(&name) {
+                continue;
+            }
+            store.delete(&meta.location).await.map_err(err)?;
+            orphans += 1;
+            bytes += meta.size;
         }
-        store.delete(&meta.location).await.map_err(err)?;
-        orphans += 1;
-        bytes += meta.size;
     }
     let values = [
         stats.old_versions,
