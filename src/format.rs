@@ -35,6 +35,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 
 use crate::config::{LanceConfig, LanceTableOptions};
 use crate::error::Error;
+use crate::physical_plan::commit::ensure_absent;
 use crate::physical_plan::{
     CommitKind, LanceCommitExec, LanceWriteExec, WriteOptions, WriteTarget,
 };
@@ -164,6 +165,7 @@ impl FileFormat for LanceFormat {
                 stable_row_ids: self.options.enable_stable_row_ids.unwrap_or(false),
             },
         });
+        ensure_absent(&target).await?;
         let write = Arc::new(LanceWriteExec::new(input, Arc::clone(&target)));
         Ok(Arc::new(LanceCommitExec::new(
             write,
