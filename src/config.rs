@@ -59,7 +59,7 @@ fn entry(key: &str, value: impl Display, description: &'static str) -> ConfigEnt
 ///
 /// | key | default | meaning |
 /// |---|---|---|
-/// | `batch_size` | 0 | rows per scanned batch; 0 = `datafusion.execution.batch_size` |
+/// | `batch_size` | 0 | rows per scanned batch; 0 = automatic: `datafusion.execution.batch_size`, up to 4x for narrow rows (≤ 2 MiB per batch) |
 /// | `scan_partitions` | 0 | maximum fragment groups (partitions) per scan; 0 = `datafusion.execution.target_partitions` |
 /// | `fragment_readahead` | 0 | fragments read concurrently per partition; 0 = automatic (1 on local disk, Lance's default on object stores) |
 /// | `batch_readahead` | 0 | batches decoded concurrently per partition; 0 = Lance's default (number of CPUs) |
@@ -79,7 +79,8 @@ fn entry(key: &str, value: impl Display, description: &'static str) -> ConfigEnt
 /// `DATAFUSION_LANCE_METADATA_CACHE_BYTES` and `DATAFUSION_LANCE_INDEX_CACHE_BYTES`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LanceConfig {
-    /// Rows per scanned batch; 0 uses `datafusion.execution.batch_size`.
+    /// Rows per scanned batch; 0 = automatic (`datafusion.execution.batch_size`,
+    /// up to 4x for narrow rows, at most 2 MiB per batch).
     pub batch_size: usize,
     /// Maximum number of fragment groups per scan; 0 uses `target_partitions`.
     pub scan_partitions: usize,
@@ -248,7 +249,7 @@ impl ExtensionOptions for LanceConfig {
             entry(
                 "batch_size",
                 self.batch_size,
-                "Rows per scanned batch; 0 uses datafusion.execution.batch_size.",
+                "Rows per scanned batch; 0 = automatic: datafusion.execution.batch_size, up to 4x for narrow rows (at most 2 MiB per batch).",
             ),
             entry(
                 "scan_partitions",

@@ -1,12 +1,13 @@
 //! Planning a scan of a [`LanceTableProvider`].
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::catalog::Session;
 use datafusion::common::{DFSchema, plan_err};
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::Expr;
-use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
@@ -16,7 +17,7 @@ use datafusion::physical_plan::limit::GlobalLimitExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 
 use super::{LanceTableProvider, partition, pushdown};
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Schema};
 use lance::index::DatasetIndexExt;
 
 use crate::config::{FilterPushdown, LanceConfig};
@@ -41,22 +42,17 @@ impl LanceTableProvider {
         })
     }
 
-    /// True when a Lance index covers a column of `filter`.
-    async fn indexed(&self, dataset: &lance::Dataset, filter: &Expr) -> bool {
+    /// Names of the columns a Lance index covers.
+    async fn indexed_columns(&self, dataset: &lance::Dataset) -> HashSet<String> {
         let Ok(indices) = dataset.load_indices().await else {
-            return false;
+            return HashSet::new();
         };
-        if indices.is_empty() {
-            return false;
-        }
-        let columns: Vec<i32> = filter
-            .column_refs()
-            .iter()
-            .filter_map(|c| dataset.schema().field(&c.name).map(|f| f.id))
-            .collect();
         indices
             .iter()
-            .any(|index| index.fields.iter().any(|f| columns.contains(f)))
+            .flat_map(|index| index.fields.iter())
+            .filter_map(|&id| dataset.schema().field_by_id(id))
+            .map(|field| field.name.clone())
+            .collect()
     }
 
     pub(crate) async fn plan_scan(
@@ -86,24 +82,53 @@ impl LanceTableProvider {
         if exact.len() != filters.len() {
             return plan_err!("LanceTableProvider received a filter it did not accept");
         }
-        let filter = conjunction(exact);
-        let lance_filters = match (&filter, settings.pushdown_filters) {
-            (None, _) => true,
-            (Some(_), FilterPushdown::Lance) => true,
-            (Some(_), FilterPushdown::DataFusion) => false,
-            (Some(f), FilterPushdown::Auto) => {
-                self.reads_wide_columns(&output) || self.indexed(&dataset, f).await
+        // Who evaluates each conjunct: Lance (pushed into the scan) or
+        // DataFusion (a FilterExec right above it).
+        let indexed = if exact.is_empty() {
+            HashSet::new()
+        } else {
+            self.indexed_columns(&dataset).await
+        };
+        let conjuncts: Vec<Expr> = exact
+            .into_iter()
+            .flat_map(split_conjunction_owned)
+            .collect();
+        let lance_filters = match settings.pushdown_filters {
+            FilterPushdown::Lance => true,
+            FilterPushdown::DataFusion => false,
+            FilterPushdown::Auto => {
+                self.reads_wide_columns(&output)
+                    || conjuncts
+                        .iter()
+                        .flat_map(|c| c.column_refs())
+                        .any(|c| indexed.contains(&c.name))
             }
         };
+        // A scalar index answers range queries on floats with its own NaN and
+        // -0.0 ordering: such conjuncts stay with DataFusion.
+        let index_unsafe = |c: &Expr| {
+            settings.use_scalar_index
+                && c.column_refs().iter().any(|col| {
+                    indexed.contains(&col.name)
+                        && self
+                            .schema
+                            .field_with_name(&col.name)
+                            .is_ok_and(|f| f.data_type().is_floating())
+                })
+        };
+        let (lance_part, df_part): (Vec<Expr>, Vec<Expr>) = conjuncts
+            .into_iter()
+            .partition(|c| lance_filters && !index_unsafe(c));
+        let (lance_filter, df_filter) = (conjunction(lance_part), conjunction(df_part));
 
-        // Data columns Lance returns: the projection, plus the filter's columns
-        // when DataFusion evaluates the filter; the row address comes last.
+        // Data columns Lance returns: the projection, plus the columns of the
+        // filter DataFusion evaluates; the row address comes last.
         let mut read: Vec<usize> = output
             .iter()
             .copied()
             .filter(|i| Some(*i) != row_addr_index)
             .collect();
-        if let (Some(f), false) = (&filter, lance_filters) {
+        if let Some(f) = &df_filter {
             for c in f.column_refs() {
                 let i = self.schema.index_of(&c.name)?;
                 if !read.contains(&i) && Some(i) != row_addr_index {
@@ -126,9 +151,9 @@ impl LanceTableProvider {
             n => n,
         };
         let fragments = dataset.fragments();
-        let groups = match (&filter, limit) {
+        let groups = match (lance_filter.is_some() || df_filter.is_some(), limit) {
             // A limit without filter is answered by the first fragments.
-            (None, Some(limit)) => {
+            (false, Some(limit)) => {
                 let prefix = partition::prefix_covering(fragments, limit);
                 if prefix.is_empty() {
                     vec![]
@@ -140,7 +165,7 @@ impl LanceTableProvider {
         };
         let options = ScanOptions {
             batch_size: match settings.batch_size {
-                0 => execution.batch_size,
+                0 => auto_batch_size(&read_schema, execution.batch_size),
                 n => n,
             },
             fragment_readahead: match settings.fragment_readahead {
@@ -156,27 +181,23 @@ impl LanceTableProvider {
             use_scalar_index: settings.use_scalar_index,
             row_addr: with_row_addr,
         };
-        let lance_evaluates = lance_filters || filter.is_none();
-        let (scan_filter, scan_limit) = if lance_evaluates {
-            (filter.clone(), limit)
-        } else {
-            (None, None)
-        };
+        // The limit goes to Lance only when no filter runs above the scan.
+        let scan_limit = if df_filter.is_none() { limit } else { None };
         let mut plan: Arc<dyn ExecutionPlan> = Arc::new(LanceScanExec::new(
             Arc::clone(&dataset),
             self.display_uri.clone(),
             groups,
             columns,
             Arc::clone(&read_schema),
-            scan_filter,
+            lance_filter,
             scan_limit,
             options,
         ));
 
-        // DataFusion evaluates the filters the plan declared exact.
-        if let (false, Some(filter)) = (lance_evaluates, filter) {
+        // DataFusion evaluates the rest of the filters the plan declared exact.
+        if let Some(filter) = &df_filter {
             let df_schema = DFSchema::try_from(read_schema.as_ref().clone())?;
-            let predicate = state.create_physical_expr(filter, &df_schema)?;
+            let predicate = state.create_physical_expr(filter.clone(), &df_schema)?;
             plan = Arc::new(FilterExec::try_new(predicate, plan)?);
         }
         // Columns in the order asked for (dropping filter-only columns).
@@ -197,7 +218,7 @@ impl LanceTableProvider {
                 .collect();
             plan = Arc::new(ProjectionExec::try_new(exprs, plan)?);
         }
-        if let (false, Some(limit)) = (lance_evaluates, limit) {
+        if let (Some(_), Some(limit)) = (&df_filter, limit) {
             plan = Arc::new(GlobalLimitExec::new(
                 Arc::new(CoalescePartitionsExec::new(plan)),
                 0,
@@ -205,5 +226,76 @@ impl LanceTableProvider {
             ));
         }
         Ok(plan)
+    }
+}
+
+/// Bytes per scanned batch the automatic batch size aims for.
+const AUTO_BATCH_BYTES: usize = 2 * 1024 * 1024;
+/// The automatic batch size grows `datafusion.execution.batch_size` at most
+/// this many times.
+const AUTO_BATCH_GROWTH: usize = 4;
+
+/// Rows per scanned batch when `lance.batch_size = 0`.
+///
+/// Lance decodes a batch per call; for narrow rows (fixed-width values and
+/// short strings) larger batches halve its per-batch overhead (measured:
+/// TPC-H Q1-like on v2.2 data 0.38 s -> 0.35 s with 4x the rows). Rows holding
+/// lists, structs, large strings or binaries keep DataFusion's batch size, as
+/// do rows wider than [`AUTO_BATCH_BYTES`] / batch size.
+pub(crate) fn auto_batch_size(schema: &Schema, batch_size: usize) -> usize {
+    let mut row_bytes = 0usize;
+    for field in schema.fields() {
+        let data_type = field.data_type();
+        row_bytes += match data_type {
+            DataType::Utf8 | DataType::Binary => 16,
+            DataType::Boolean => 1,
+            _ => match data_type.primitive_width() {
+                Some(width) => width,
+                None => return batch_size,
+            },
+        };
+    }
+    let rows = AUTO_BATCH_BYTES / row_bytes.max(1);
+    rows.clamp(batch_size, batch_size.saturating_mul(AUTO_BATCH_GROWTH))
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::datatypes::Field;
+
+    use super::*;
+
+    fn schema(types: &[DataType]) -> Schema {
+        Schema::new(
+            types
+                .iter()
+                .enumerate()
+                .map(|(i, t)| Field::new(format!("c{i}"), t.clone(), true))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn narrow_rows_get_larger_batches() {
+        let q1 = schema(&[
+            DataType::Float64,
+            DataType::Float64,
+            DataType::Utf8,
+            DataType::Date32,
+        ]);
+        assert_eq!(auto_batch_size(&q1, 8192), 32768);
+        assert_eq!(auto_batch_size(&schema(&[DataType::Int64]), 1000), 4000);
+    }
+
+    #[test]
+    fn wide_or_nested_rows_keep_the_batch_size() {
+        let wide = schema(&vec![DataType::Float64; 200]);
+        assert_eq!(auto_batch_size(&wide, 8192), 8192);
+        let vector = schema(&[
+            DataType::Int64,
+            DataType::new_fixed_size_list(DataType::Float32, 768, true),
+        ]);
+        assert_eq!(auto_batch_size(&vector, 8192), 8192);
+        assert_eq!(auto_batch_size(&schema(&[DataType::LargeUtf8]), 8192), 8192);
     }
 }
