@@ -98,6 +98,36 @@ mod tests {
     }
 
     #[test]
+    fn deleted_rows_do_not_count() {
+        use lance_table::format::{DeletionFile, DeletionFileType};
+        // Four fragments of 1000 physical rows; the first two are 90% deleted.
+        let frags: Vec<_> = (0..4)
+            .map(|i| {
+                let mut f = frag(i, 1000);
+                if i < 2 {
+                    f.deletion_file = Some(DeletionFile {
+                        read_version: 1,
+                        id: i,
+                        file_type: DeletionFileType::Array,
+                        num_deleted_rows: Some(900),
+                        base_id: None,
+                    });
+                }
+                f
+            })
+            .collect();
+        assert_eq!(live_rows(&frags[0]), 100);
+        let groups = group_fragments(&frags, 3);
+        // By physical rows the two thin fragments would not share a group.
+        let ids: Vec<Vec<u64>> = groups
+            .iter()
+            .map(|g| g.iter().map(|f| f.id).collect())
+            .collect();
+        assert_eq!(ids, vec![vec![0, 1], vec![2], vec![3]]);
+        assert_eq!(loads(&groups), vec![200, 1000, 1000]);
+    }
+
+    #[test]
     fn empty_and_small_inputs() {
         assert!(group_fragments(&[], 4).is_empty());
         let groups = group_fragments(&[frag(3, 10), frag(9, 1)], 4);

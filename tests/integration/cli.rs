@@ -179,3 +179,50 @@ async fn merge_into_runs_in_lance_sql() {
         "count\n1\ninserted,updated,deleted,version\n1,1,0,3\nid,v\n1,5.0\n2,6.0\n"
     );
 }
+
+/// The interactive loop, fed through stdin: statements (also `MERGE INTO`,
+/// which DataFusion cannot plan), backslash commands, errors that do not end
+/// the session, and `\q`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_repl_runs_statements_and_commands() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    let script = format!(
+        "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, v BIGINT) STORED AS LANCE LOCATION '{uri}';\n\
+         INSERT INTO t VALUES (1, 10), (2, 20);\n\
+         SELECT nope FROM t;\n\
+         \\pset format csv\n\
+         MERGE INTO t USING (SELECT 2 AS id, 200 AS v UNION ALL SELECT 3, 30) AS s ON t.id = s.id \
+         WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v);\n\
+         SELECT id, v FROM t ORDER BY id;\n\
+         \\q\n"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run lance-sql");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("No field named nope") || stdout.contains("No field named nope"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("inserted,updated,deleted,version\n1,1,0,3"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("id,v\n1,10\n2,200\n3,30"), "{stdout}");
+}

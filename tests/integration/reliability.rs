@@ -601,6 +601,7 @@ async fn edge_values_round_trip_exactly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_never_appear_in_plans_or_errors() {
     const SECRET: &str = "SUPERSECRET-7f3a";
+    let logs = LogCapture::start();
     let dir = tempfile::tempdir().unwrap();
     let uri = dataset_path(&dir, "t.lance");
     let ctx = context(2, &private_cache());
@@ -647,6 +648,51 @@ async fn secrets_never_appear_in_plans_or_errors() {
             !format!("{err:?}").contains(SECRET),
             "error debug shows the secret: {err:?}"
         );
+    }
+    log::info!(target: "secrets-test", "capture works");
+    let lines = logs.stop();
+    assert!(lines.iter().any(|l| l.contains("capture works")));
+    for line in &lines {
+        assert!(
+            !line.contains(SECRET),
+            "a log record shows the secret: {line}"
+        );
+    }
+}
+
+/// Captures every `log` record (at any level) while it is running.
+struct LogCapture;
+
+static CAPTURING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static CAPTURED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+impl log::Log for LogCapture {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        CAPTURING.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            let line = format!("{} {}: {}", record.level(), record.target(), record.args());
+            CAPTURED.lock().unwrap().push(line);
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+impl LogCapture {
+    fn start() -> Self {
+        // The first test to start a capture installs the logger.
+        let _ = log::set_logger(&LogCapture);
+        log::set_max_level(log::LevelFilter::Trace);
+        CAPTURING.store(true, std::sync::atomic::Ordering::SeqCst);
+        LogCapture
+    }
+
+    fn stop(self) -> Vec<String> {
+        CAPTURING.store(false, std::sync::atomic::Ordering::SeqCst);
+        std::mem::take(&mut *CAPTURED.lock().unwrap())
     }
 }
 
