@@ -21,7 +21,7 @@ build: protoc ## Build the library and the lance-sql CLI
 
 test: protoc check-fmt clippy unit ## Everything CI runs: fmt check, clippy, unit + integration tests, sqllogictests
 
-test-nightly: protoc ## The big reliability tier: 20 process kills, 2,000 fuzzed predicates, plus everything in make test
+test-nightly: protoc check-fmt clippy ## The big tier: make test with 20 process kills and 2,000 fuzzed predicates
 	DATAFUSION_LANCE_NIGHTLY=1 $(CARGO) test
 
 lint: protoc check-fmt clippy ## fmt check and clippy -D warnings
