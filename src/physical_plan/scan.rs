@@ -107,6 +107,16 @@ impl LanceScanExec {
         }
     }
 
+    /// The table URI as shown in plans (credentials never included).
+    pub fn uri(&self) -> &str {
+        &self.display_uri
+    }
+
+    /// The projected column names, in output order.
+    pub fn columns(&self) -> &[String] {
+        &self.columns
+    }
+
     /// The table version every partition reads.
     pub fn version(&self) -> u64 {
         self.dataset.version_id()

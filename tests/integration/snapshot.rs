@@ -3,7 +3,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use datafusion::physical_plan::{ExecutionPlanProperties, collect, execute_stream_partitioned};
+use datafusion::physical_plan::{
+    ExecutionPlan, ExecutionPlanProperties, collect, execute_stream_partitioned,
+};
+use datafusion_lance::LanceScanExec;
 use futures::TryStreamExt;
 use lance::dataset::WriteMode;
 
@@ -142,4 +145,74 @@ async fn a_pinned_table_ignores_new_versions() {
         ints(&ctx, "SELECT count(*), max(id) FROM t1 WHERE id >= 0").await,
         vec![10, 9]
     );
+}
+
+/// The scan node carries everything a remote executor needs as plain data:
+/// URI, pinned version, fragment ids per partition, columns, filter, limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scan_node_is_plain_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    write(
+        &uri,
+        vec![numbers_batch(0, 400)],
+        params(WriteMode::Create, 50),
+    )
+    .await;
+    let ctx = context(3, &private_cache());
+    ctx.sql(&format!(
+        "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
+    ))
+    .await
+    .unwrap();
+    ctx.sql("SET lance.pushdown_filters = true").await.unwrap();
+
+    let scan = |plan: Arc<dyn ExecutionPlan>| -> Option<Arc<dyn ExecutionPlan>> {
+        let mut stack = vec![plan];
+        while let Some(node) = stack.pop() {
+            if node.downcast_ref::<LanceScanExec>().is_some() {
+                return Some(node);
+            }
+            stack.extend(node.children().into_iter().cloned());
+        }
+        None
+    };
+
+    let plan = ctx
+        .sql("SELECT s, id FROM t WHERE id < 120")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let node = scan(plan).expect("a LanceScanExec in the plan");
+    let node = node.downcast_ref::<LanceScanExec>().unwrap();
+    assert!(node.uri().ends_with("t.lance"), "{}", node.uri());
+    assert_eq!(node.version(), 1);
+    let groups = node.fragment_groups();
+    assert_eq!(groups.len(), 3, "{groups:?}");
+    let mut ids: Vec<u64> = groups.concat();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..8).collect::<Vec<u64>>());
+    let mut columns = node.columns().to_vec();
+    columns.sort();
+    assert_eq!(columns, ["id", "s"]);
+    assert_eq!(
+        node.filter().map(ToString::to_string).as_deref(),
+        Some("id < Int64(120)")
+    );
+    assert_eq!(node.limit(), None);
+
+    let plan = ctx
+        .sql("SELECT id FROM t LIMIT 7")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let node = scan(plan).expect("a LanceScanExec in the plan");
+    let node = node.downcast_ref::<LanceScanExec>().unwrap();
+    assert_eq!(node.columns(), ["id"]);
+    assert_eq!(node.filter(), None);
+    assert_eq!(node.limit(), Some(7));
 }

@@ -549,3 +549,54 @@ async fn validate(uri: &str) {
     let ds = DatasetBuilder::from_uri(uri).load().await.unwrap();
     ds.validate().await.unwrap();
 }
+
+/// Creation options reach the dataset: storage version, stable row ids and
+/// the per-table fragment size; without options a new table gets the
+/// crate's default storage version (2.1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creation_options_take_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "opts.lance");
+    let plain_uri = dataset_path(&dir, "plain.lance");
+    let ctx = context(1, &private_cache());
+    sql(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}' \
+             OPTIONS ('lance.data_storage_version' '2.0', 'lance.enable_stable_row_ids' 'true', \
+             'lance.max_rows_per_file' '100')"
+        ),
+    )
+    .await
+    .unwrap();
+    sql(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE plain (id BIGINT) STORED AS LANCE LOCATION '{plain_uri}'"),
+    )
+    .await
+    .unwrap();
+    sql(
+        &ctx,
+        "INSERT INTO t SELECT value FROM generate_series(0, 249)",
+    )
+    .await
+    .unwrap();
+
+    let ds = DatasetBuilder::from_uri(&uri).load().await.unwrap();
+    assert_eq!(ds.manifest().data_storage_format.version.to_string(), "2.0");
+    assert!(ds.manifest().uses_stable_row_ids());
+    let mut sizes: Vec<usize> = ds
+        .get_fragments()
+        .iter()
+        .map(|f| f.metadata().num_rows().unwrap())
+        .collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [50, 100, 100], "lance.max_rows_per_file = 100");
+
+    let plain = DatasetBuilder::from_uri(&plain_uri).load().await.unwrap();
+    assert_eq!(
+        plain.manifest().data_storage_format.version.to_string(),
+        "2.1"
+    );
+    assert!(!plain.manifest().uses_stable_row_ids());
+}
