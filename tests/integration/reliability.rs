@@ -19,7 +19,7 @@ use lance_table::io::deletion::relative_deletion_file_path;
 use rand::{Rng, SeedableRng};
 
 use crate::faults::{Fault, FaultInjector};
-use crate::util::{context, dataset_path, ints, private_cache};
+use crate::util::{context, dataset_path, ints, private_cache, validates};
 
 pub(crate) fn nightly() -> bool {
     std::env::var("DATAFUSION_LANCE_NIGHTLY").is_ok_and(|v| v == "1")
@@ -79,14 +79,6 @@ async fn referenced_files(uri: &str) -> BTreeSet<String> {
         }
     }
     files
-}
-
-/// Lance's own consistency check of the latest version.
-async fn validates(uri: &str) {
-    let ds = DatasetBuilder::from_uri(uri).load().await.unwrap();
-    ds.validate()
-        .await
-        .unwrap_or_else(|e| panic!("{uri} does not validate: {e}"));
 }
 
 /// A table `t (id, v, tag)` with ids 0..100 (primary key `id`) at `uri`,

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use datafusion::physical_plan::{
     ExecutionPlan, ExecutionPlanProperties, collect, execute_stream_partitioned,
 };
+use datafusion::prelude::SessionContext;
 use datafusion_lance::LanceScanExec;
 use futures::TryStreamExt;
 use lance::dataset::WriteMode;
@@ -13,22 +14,29 @@ use lance::dataset::WriteMode;
 use crate::fixtures::{numbers_batch, params, write};
 use crate::util::{context, dataset_path, ints, private_cache};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_planned_query_reads_its_version_after_a_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let uri = dataset_path(&dir, "t.lance");
+/// Table `t`: 400 numbers rows in fragments of 50, registered in a context
+/// with `partitions` target partitions. Returns the dataset URI and context.
+async fn numbers_table(dir: &tempfile::TempDir, partitions: usize) -> (String, SessionContext) {
+    let uri = dataset_path(dir, "t.lance");
     write(
         &uri,
         vec![numbers_batch(0, 400)],
         params(WriteMode::Create, 50),
     )
     .await;
-    let ctx = context(4, &private_cache());
+    let ctx = context(partitions, &private_cache());
     ctx.sql(&format!(
         "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
     ))
     .await
     .unwrap();
+    (uri, ctx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_planned_query_reads_its_version_after_a_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (uri, ctx) = numbers_table(&dir, 4).await;
 
     let df = ctx.sql("SELECT id FROM t WHERE id >= 0").await.unwrap();
     let plan = df.create_physical_plan().await.unwrap();
@@ -152,19 +160,7 @@ async fn a_pinned_table_ignores_new_versions() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scan_node_is_plain_data() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = dataset_path(&dir, "t.lance");
-    write(
-        &uri,
-        vec![numbers_batch(0, 400)],
-        params(WriteMode::Create, 50),
-    )
-    .await;
-    let ctx = context(3, &private_cache());
-    ctx.sql(&format!(
-        "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
-    ))
-    .await
-    .unwrap();
+    let (_, ctx) = numbers_table(&dir, 3).await;
     ctx.sql("SET lance.pushdown_filters = true").await.unwrap();
 
     let scan = |plan: Arc<dyn ExecutionPlan>| -> Option<Arc<dyn ExecutionPlan>> {

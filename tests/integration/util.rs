@@ -84,3 +84,14 @@ pub(crate) async fn ints(ctx: &SessionContext, sql: &str) -> Vec<i64> {
 pub(crate) fn dataset_path(dir: &tempfile::TempDir, name: &str) -> String {
     dir.path().join(name).to_string_lossy().to_string()
 }
+
+/// Lance's own consistency check of the latest version.
+pub(crate) async fn validates(uri: &str) {
+    let ds = lance::dataset::builder::DatasetBuilder::from_uri(uri)
+        .load()
+        .await
+        .unwrap();
+    ds.validate()
+        .await
+        .unwrap_or_else(|e| panic!("{uri} does not validate: {e}"));
+}

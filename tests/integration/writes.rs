@@ -10,14 +10,15 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
-use datafusion_lance::LanceTableProvider;
+use datafusion_lance::{LanceSessionCache, LanceTableProvider};
 use futures::StreamExt;
 use lance::dataset::builder::DatasetBuilder;
 use tokio::sync::Barrier;
+use tokio::task::JoinHandle;
 
 use crate::faults::{Fault, FaultInjector};
 use crate::fixtures::numbers;
-use crate::util::{context, dataset_path, ints, private_cache};
+use crate::util::{context, dataset_path, ints, private_cache, validates};
 
 /// Every file under `<uri>/data` (any object store Lance can open).
 async fn data_files(uri: &str) -> BTreeSet<String> {
@@ -36,6 +37,34 @@ async fn data_files(uri: &str) -> BTreeSet<String> {
 
 async fn sql(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<Vec<RecordBatch>> {
     ctx.sql(sql).await?.collect().await
+}
+
+/// Runs each statement in its own context (sharing `cache`) with `t`
+/// registered at `uri`; all statements start together once every context
+/// has registered the table.
+fn race(
+    cache: &Arc<LanceSessionCache>,
+    uri: &str,
+    statements: Vec<String>,
+) -> Vec<JoinHandle<Result<Vec<RecordBatch>, String>>> {
+    let barrier = Arc::new(Barrier::new(statements.len()));
+    statements
+        .into_iter()
+        .map(|statement| {
+            let (barrier, cache, uri) = (Arc::clone(&barrier), Arc::clone(cache), uri.to_owned());
+            tokio::spawn(async move {
+                let ctx = context(2, &cache);
+                sql(
+                    &ctx,
+                    &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+                )
+                .await
+                .unwrap();
+                barrier.wait().await;
+                sql(&ctx, &statement).await.map_err(|e| e.to_string())
+            })
+        })
+        .collect()
 }
 
 async fn version(ctx: &SessionContext, table: &str) -> i64 {
@@ -232,34 +261,16 @@ async fn eight_concurrent_inserts_each_commit_once() {
     let uri = setup(&dir, &ctx).await;
     let v0 = version(&ctx, "t").await;
 
-    let barrier = Arc::new(Barrier::new(8));
-    let tasks: Vec<_> = (1..=8i64)
+    let statements = (1..=8i64)
         .map(|k| {
-            let (barrier, cache, uri) = (Arc::clone(&barrier), Arc::clone(&cache), uri.clone());
-            tokio::spawn(async move {
-                let ctx = context(2, &cache);
-                sql(
-                    &ctx,
-                    &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
-                )
-                .await
-                .unwrap();
-                barrier.wait().await;
-                let out = sql(
-                    &ctx,
-                    &format!(
-                        "INSERT INTO t SELECT value + {}, 'k{k}' FROM generate_series(0, 999)",
-                        k * 10_000
-                    ),
-                )
-                .await
-                .unwrap();
-                ints_of(&out)
-            })
+            format!(
+                "INSERT INTO t SELECT value + {}, 'k{k}' FROM generate_series(0, 999)",
+                k * 10_000
+            )
         })
         .collect();
-    for t in tasks {
-        assert_eq!(t.await.unwrap(), 1000);
+    for t in race(&cache, &uri, statements) {
+        assert_eq!(ints_of(&t.await.unwrap().unwrap()), 1000);
     }
     assert_eq!(
         version(&ctx, "t").await,
@@ -348,29 +359,20 @@ async fn insert_overwrite_racing_insert_is_serializable() {
         let ctx = context(2, &cache);
         let uri = setup(&dir, &ctx).await;
         let v0 = version(&ctx, "t").await;
-        let barrier = Arc::new(Barrier::new(2));
-        let run = |statement: String| {
-            let (barrier, cache, uri) = (Arc::clone(&barrier), Arc::clone(&cache), uri.clone());
-            tokio::spawn(async move {
-                let ctx = context(2, &cache);
-                sql(
-                    &ctx,
-                    &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
-                )
-                .await
-                .unwrap();
-                barrier.wait().await;
-                sql(&ctx, &statement)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            })
-        };
-        let overwrite =
-            run("INSERT OVERWRITE t SELECT value + 1000, 'o' FROM generate_series(0, 99)".into());
-        let insert =
-            run("INSERT INTO t SELECT value + 2000, 'i' FROM generate_series(0, 99)".into());
-        let (overwrite, insert) = (overwrite.await.unwrap(), insert.await.unwrap());
+        let [overwrite, insert] = race(
+            &cache,
+            &uri,
+            vec![
+                "INSERT OVERWRITE t SELECT value + 1000, 'o' FROM generate_series(0, 99)".into(),
+                "INSERT INTO t SELECT value + 2000, 'i' FROM generate_series(0, 99)".into(),
+            ],
+        )
+        .try_into()
+        .unwrap();
+        let (overwrite, insert) = (
+            overwrite.await.unwrap().map(|_| ()),
+            insert.await.unwrap().map(|_| ()),
+        );
         overwrite.unwrap_or_else(|e| panic!("round {round}: the overwrite failed: {e}"));
         let rows = ints(
             &ctx,
@@ -475,22 +477,10 @@ async fn concurrent_deletes_and_updates_are_serializable() {
     .unwrap();
     let v0 = version(&ctx, "t").await;
 
-    let run = |statements: [&'static str; 2]| {
-        let barrier = Arc::new(Barrier::new(2));
-        statements.map(|statement| {
-            let (barrier, cache, uri) = (Arc::clone(&barrier), Arc::clone(&cache), uri.clone());
-            tokio::spawn(async move {
-                let ctx = context(2, &cache);
-                sql(
-                    &ctx,
-                    &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
-                )
-                .await
-                .unwrap();
-                barrier.wait().await;
-                sql(&ctx, statement).await.map_err(|e| e.to_string())
-            })
-        })
+    let run = |statements: [&str; 2]| -> [_; 2] {
+        race(&cache, &uri, statements.map(String::from).to_vec())
+            .try_into()
+            .unwrap()
     };
 
     // Disjoint fragments: both commit.
@@ -542,12 +532,7 @@ async fn concurrent_deletes_and_updates_are_serializable() {
         (_, Ok(_)) => assert_eq!((rest, labels), (vec![0, 0], vec![0])),
         (Err(_), Err(_)) => unreachable!(),
     }
-    validate(&uri).await;
-}
-
-async fn validate(uri: &str) {
-    let ds = DatasetBuilder::from_uri(uri).load().await.unwrap();
-    ds.validate().await.unwrap();
+    validates(&uri).await;
 }
 
 /// Creation options reach the dataset: storage version, stable row ids and
