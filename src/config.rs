@@ -71,6 +71,8 @@ fn entry(key: &str, value: impl Display, description: &'static str) -> ConfigEnt
 /// | `max_rows_per_file` | 1048576 | rows per data file (fragment) written by INSERT |
 /// | `max_rows_per_group` | 1024 | rows per row group written by INSERT |
 /// | `data_storage_version` | 2.1 | Lance file format of tables this crate creates |
+/// | `commit_max_retries` | 20 | commit attempts a write makes after losing a race to another writer (Lance's `CommitBuilder::with_max_retries`) |
+/// | `commit_retry_timeout_ms` | 30000 | wall-clock budget of those retries and of the backoff between them (Lance's `CommitBuilder::with_retry_timeout`) |
 ///
 /// The two cache budgets select which process-wide shared Lance session the
 /// context uses: contexts with equal budgets share one session (and its cached
@@ -104,7 +106,16 @@ pub struct LanceConfig {
     pub max_rows_per_group: usize,
     /// Lance file format version of tables created by this crate.
     pub data_storage_version: LanceFileVersion,
+    /// Commit attempts after losing a race to another writer.
+    pub commit_max_retries: u32,
+    /// Wall-clock budget (milliseconds) of the commit retries.
+    pub commit_retry_timeout_ms: u64,
 }
+
+/// Default of `lance.commit_max_retries`.
+pub const DEFAULT_COMMIT_MAX_RETRIES: u32 = 20;
+/// Default of `lance.commit_retry_timeout_ms`.
+pub const DEFAULT_COMMIT_RETRY_TIMEOUT_MS: u64 = 30_000;
 
 /// The file format version of tables this crate creates unless told
 /// otherwise (see the README's benchmark section for why).
@@ -148,6 +159,8 @@ impl Default for LanceConfig {
             max_rows_per_file: 1024 * 1024,
             max_rows_per_group: 1024,
             data_storage_version: DEFAULT_STORAGE_VERSION,
+            commit_max_retries: DEFAULT_COMMIT_MAX_RETRIES,
+            commit_retry_timeout_ms: DEFAULT_COMMIT_RETRY_TIMEOUT_MS,
         }
     }
 }
@@ -161,6 +174,14 @@ impl LanceConfig {
             .get::<LanceConfig>()
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// The commit budget these settings give a write.
+    pub fn commit_budget(&self) -> CommitBudget {
+        CommitBudget {
+            max_retries: self.commit_max_retries,
+            retry_timeout: std::time::Duration::from_millis(self.commit_retry_timeout_ms),
+        }
     }
 
     /// The cache budgets these settings select.
@@ -206,6 +227,12 @@ impl LanceConfig {
             "max_rows_per_group" => self.max_rows_per_group = positive(&full, value)?,
             "data_storage_version" => {
                 self.data_storage_version = parse_storage_version(&full, value)?
+            }
+            "commit_max_retries" => {
+                self.commit_max_retries = parse(&full, value, "a number of retries")?
+            }
+            "commit_retry_timeout_ms" => {
+                self.commit_retry_timeout_ms = parse(&full, value, "milliseconds")?
             }
             _ => {
                 return Err(Error::UnknownOption {
@@ -306,12 +333,40 @@ impl ExtensionOptions for LanceConfig {
                 self.data_storage_version,
                 "Lance file format version of tables created by this crate (2.0, 2.1, 2.2).",
             ),
+            entry(
+                "commit_max_retries",
+                self.commit_max_retries,
+                "Commit attempts a write makes after losing a race to another writer (Lance's backoff between them: random slots of 1.1x the first attempt's time, 4, 8, 16, ... slots).",
+            ),
+            entry(
+                "commit_retry_timeout_ms",
+                self.commit_retry_timeout_ms,
+                "Wall-clock budget in milliseconds of the commit retries and the backoff between them.",
+            ),
         ]
     }
 }
 
 impl ConfigExtension for LanceConfig {
     const PREFIX: &'static str = PREFIX;
+}
+
+/// How long a write keeps trying to commit when other writers commit first
+/// (`lance.commit_max_retries`, `lance.commit_retry_timeout_ms`). Each retry
+/// rebases the statement's transaction onto the versions committed meanwhile;
+/// Lance waits between attempts with its slot backoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitBudget {
+    /// Attempts after the first.
+    pub max_retries: u32,
+    /// Wall-clock budget of the retries.
+    pub retry_timeout: std::time::Duration,
+}
+
+impl Default for CommitBudget {
+    fn default() -> Self {
+        LanceConfig::default().commit_budget()
+    }
 }
 
 /// Who evaluates the filters a Lance scan accepted (`lance.pushdown_filters`).

@@ -16,7 +16,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// Lance failed while doing `action` on the dataset at `uri`.
-    #[error("Lance error while {action} '{uri}': {source}")]
+    #[error("Lance error while {action} '{uri}': {}", plain(source))]
     Lance {
         /// What the crate was doing, e.g. "opening".
         action: &'static str,
@@ -53,12 +53,40 @@ pub enum Error {
 
     /// A concurrent commit conflicts with this statement's; nothing was committed.
     #[error(
-        "table '{table}': a concurrent write conflicts with this statement, which was not committed; retry it ({source})"
+        "table '{table}': a concurrent write conflicts with this statement, which was not committed; retry it ({})",
+        plain(source)
     )]
     CommitConflict {
         /// The table written.
         table: String,
         /// The conflict Lance reported.
+        #[source]
+        source: lance::Error,
+    },
+
+    /// Other writers kept committing first until the statement's commit
+    /// budget was spent; nothing was committed.
+    #[error(
+        "table '{table}': gave up committing after {seconds:.1} s because other writers kept \
+         committing first ({raced} commits landed since this statement read version \
+         {read_version}; budget: {max_retries} attempts, {timeout_ms} ms); nothing was \
+         committed. Retry the statement, or give commits more room with SET \
+         lance.commit_max_retries / lance.commit_retry_timeout_ms"
+    )]
+    WriteContention {
+        /// The table written.
+        table: String,
+        /// Time spent committing.
+        seconds: f64,
+        /// `lance.commit_max_retries` of the statement.
+        max_retries: u32,
+        /// `lance.commit_retry_timeout_ms` of the statement.
+        timeout_ms: u128,
+        /// The version the statement read.
+        read_version: u64,
+        /// Versions committed by others since then.
+        raced: u64,
+        /// What Lance reported.
         #[source]
         source: lance::Error,
     },
@@ -145,6 +173,45 @@ impl Error {
     }
 }
 
+/// A Lance error's message without the source locations Lance appends
+/// (`, /path/to/lance-x.y.z/src/file.rs:12:34`): users get no build paths.
+pub(crate) fn plain(error: &lance::Error) -> String {
+    strip_locations(&error.to_string())
+}
+
+fn strip_locations(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(pos) = rest.find(".rs:") {
+        // The location starts after the last ", " (or space) before ".rs:".
+        let head = &rest[..pos];
+        let start = head
+            .rfind(", ")
+            .map(|i| (i, i + 2))
+            .or_else(|| head.rfind(' ').map(|i| (i, i + 1)));
+        let tail = &rest[pos + 4..];
+        let digits = tail
+            .char_indices()
+            .find(|(_, c)| !(c.is_ascii_digit() || *c == ':'))
+            .map_or(tail.len(), |(i, _)| i);
+        let is_location = digits > 0
+            && tail[..digits].split(':').filter(|p| !p.is_empty()).count() == 2
+            && start.is_some_and(|(_, path)| !head[path..].contains(char::is_whitespace));
+        match (is_location, start) {
+            (true, Some((cut, _))) => {
+                out.push_str(&rest[..cut]);
+                rest = &tail[digits..];
+            }
+            _ => {
+                out.push_str(&rest[..pos + 4]);
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 impl From<Error> for DataFusionError {
     fn from(error: Error) -> Self {
         match error {
@@ -184,6 +251,21 @@ mod tests {
         ));
         let source = std::error::Error::source(ours).expect("lance source kept");
         assert!(source.downcast_ref::<lance::Error>().is_some());
+    }
+
+    #[test]
+    fn lance_source_locations_are_not_shown() {
+        let text = "Commit conflict for version 7: Failed to commit the transaction after 20 \
+                    retries., /root/.cargo/registry/src/index/lance-14.0.2/src/io/commit.rs:2083:5";
+        assert_eq!(
+            strip_locations(text),
+            "Commit conflict for version 7: Failed to commit the transaction after 20 retries."
+        );
+        let nested = "Not found: a, src/x.rs:1:2, outer, lance-core/src/y.rs:10:20 end";
+        assert_eq!(strip_locations(nested), "Not found: a, outer end");
+        assert_eq!(strip_locations("file.rs: fine"), "file.rs: fine");
+        let err = Error::lance("opening", "/t", lance::Error::invalid_input("boom"));
+        assert!(!err.to_string().contains(".rs:"), "{err}");
     }
 
     #[test]

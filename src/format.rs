@@ -149,6 +149,7 @@ impl FileFormat for LanceFormat {
             base: None,
             schema: input.schema(),
             aborted: Default::default(),
+            commit_budget: settings.commit_budget(),
             options: WriteOptions {
                 max_rows_per_file: self
                     .options

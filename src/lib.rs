@@ -55,7 +55,7 @@ use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use catalog::{LanceUrlTableFactory, enable_lance_url_tables};
-pub use config::{FilterPushdown, LanceConfig, LanceTableOptions, VersionSpec};
+pub use config::{CommitBudget, FilterPushdown, LanceConfig, LanceTableOptions, VersionSpec};
 pub use error::{Error, Result};
 pub use physical_plan::LanceScanExec;
 pub use session::{CacheBudgets, LanceSessionCache};
@@ -91,9 +91,11 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         .iter()
         .any(|r| r.name() == planner::LanceDmlRewrite::default().name());
     if !installed {
+        planner::snapshot::install(&mut ctx.state_ref().write());
         ctx.add_analyzer_rule(Arc::new(planner::VectorDimensionCheck::default()));
         ctx.add_analyzer_rule(Arc::new(planner::LanceDmlRewrite::default()));
         ctx.register_relation_planner(Arc::new(planner::LanceMergePlanner::default()))?;
+        ctx.register_relation_planner(Arc::new(planner::VersionClauseGuard::default()))?;
     }
     ctx.register_udtf(
         udtf::CACHE_STATS_FUNCTION_NAME,
@@ -146,63 +148,6 @@ pub fn lance_session_context(config: SessionConfig) -> SessionContext {
     ctx
 }
 
-/// Rewrites a `MERGE INTO` statement into the equivalent `lance_merge(...)`
-/// query (see [`planner::merge_into`]); returns `None` for any other SQL.
-pub fn rewrite_merge_into(sql: &str, dialect: &str) -> datafusion::error::Result<Option<String>> {
-    use datafusion::sql::parser::{DFParser, Statement as DFStatement};
-    use datafusion::sql::sqlparser::ast::Statement;
-    let trimmed = sql.trim_start();
-    let starts = |word: &str| {
-        trimmed
-            .get(..word.len())
-            .is_some_and(|h| h.eq_ignore_ascii_case(word))
-    };
-    if !starts("merge") && !starts("explain") {
-        return Ok(None);
-    }
-    let dialect =
-        datafusion::sql::sqlparser::dialect::dialect_from_str(dialect).ok_or_else(|| {
-            datafusion::error::DataFusionError::Plan(format!("unknown SQL dialect '{dialect}'"))
-        })?;
-    let statements = match DFParser::parse_sql_with_dialect(sql, dialect.as_ref()) {
-        Ok(statements) => statements,
-        // Not ours to report: DataFusion gives the same parse error.
-        Err(_) if !starts("merge") => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let merge = |statement: &DFStatement| match statement {
-        DFStatement::Statement(s) => match s.as_ref() {
-            Statement::Merge(merge) => Some(merge.clone()),
-            _ => None,
-        },
-        _ => None,
-    };
-    if statements.len() != 1 {
-        return Ok(None);
-    }
-    match &statements[0] {
-        DFStatement::Explain(explain) => match merge(&explain.statement) {
-            Some(m) => {
-                let mut head = String::from("EXPLAIN ");
-                if explain.analyze {
-                    head.push_str("ANALYZE ");
-                }
-                if explain.verbose {
-                    head.push_str("VERBOSE ");
-                }
-                if let Some(format) = &explain.format {
-                    head.push_str(&format!("FORMAT {format} "));
-                }
-                Ok(Some(head + &planner::merge_into::merge_into_sql(&m)?))
-            }
-            None => Ok(None),
-        },
-        other => merge(other)
-            .map(|m| planner::merge_into::merge_into_sql(&m))
-            .transpose(),
-    }
-}
-
 /// Extension methods on [`SessionContext`].
 pub trait LanceSessionContextExt {
     /// Uses `cache` (for example a private Lance session) for every Lance
@@ -226,15 +171,9 @@ impl LanceSessionContextExt for SessionContext {
         &self,
         sql: &str,
     ) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
-        let dialect = self
-            .state()
-            .config()
-            .options()
-            .sql_parser
-            .dialect
-            .to_string();
-        match rewrite_merge_into(sql, &dialect)? {
-            Some(rewritten) => self.sql(&rewritten).await,
+        let state = self.state();
+        match planner::merge_into::plan_merge_sql(&state, sql).await? {
+            Some(plan) => self.execute_logical_plan(plan).await,
             None => self.sql(sql).await,
         }
     }

@@ -179,7 +179,7 @@ struct TableKey {
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum LoadKey {
     Latest { version: u64, e_tag: Option<String> },
-    Pinned(VersionSpec),
+    Pinned { version: u64, e_tag: Option<String> },
 }
 
 struct StoreParts {
@@ -385,45 +385,103 @@ impl LanceSessionCache {
         });
         match version {
             VersionSpec::Latest => self.open_latest(uri, params, &state).await,
-            pinned => {
-                let key = LoadKey::Pinned(pinned.clone());
-                let opened = self
-                    .single_flight(&state, key, || async {
-                        self.counters.loads.fetch_add(1, Ordering::Relaxed);
-                        let builder = DatasetBuilder::from_uri(uri)
-                            .with_session(Arc::clone(&self.session))
-                            .with_store_params(params.clone());
-                        no_panic(&format!("{uri} ({pinned})"), pin(builder, pinned).load())
-                            .await
-                            .map(Arc::new)
-                    })
-                    .await;
-                match opened {
-                    Ok(ds) => Ok(ds),
-                    Err(source) => {
-                        // Tell a missing version or tag from a missing dataset.
-                        match self.open_latest(uri, params, &state).await {
-                            Ok(latest) => Err(Error::VersionNotFound {
-                                uri: redact_uri(uri),
-                                what: pinned.to_string(),
-                                latest: latest.version_id(),
-                                source,
-                            }),
-                            Err(_) => Err(Error::lance("opening", uri, source)),
-                        }
-                    }
-                }
-            }
+            pinned => self.open_pinned(uri, params, &state, pinned).await,
         }
     }
 
-    async fn open_latest(
+    /// Opens a pinned version. Where it points is looked up on every call —
+    /// a tag may have moved, a version may have been removed by a cleanup in
+    /// another process — and only the manifest load is shared: an immutable
+    /// manifest is cached by (uri, version, e_tag).
+    async fn open_pinned(
         &self,
         uri: &str,
         params: &ObjectStoreParams,
         state: &TableState,
+        pinned: &VersionSpec,
     ) -> Result<Arc<Dataset>> {
-        let parts = state
+        // The latest version: the dataset must exist, tags are read through
+        // it, and errors name it.
+        let latest = self.open_latest(uri, params, state).await?;
+        let not_found = |source: lance::Error| Error::VersionNotFound {
+            uri: redact_uri(uri),
+            what: pinned.to_string(),
+            latest: latest.version_id(),
+            source,
+        };
+        let version = match pinned {
+            VersionSpec::Latest => return Ok(latest),
+            VersionSpec::Version(v) => *v,
+            VersionSpec::Tag(tag) => {
+                let contents = latest.tags().get(tag).await.map_err(not_found)?;
+                if let Some(branch) = contents.branch {
+                    return Err(Error::unsupported(format!(
+                        "tag '{tag}' of the Lance dataset at '{}' points to branch '{branch}'; \
+                         only tags of the main branch can be read",
+                        redact_uri(uri)
+                    )));
+                }
+                contents.version
+            }
+        };
+        if version == latest.version_id() {
+            return Ok(latest);
+        }
+        let parts = self.store_parts(uri, params, state).await?;
+        let location = parts
+            .commit_handler
+            .resolve_version_location(&parts.base, version, parts.store.inner.as_ref())
+            .await
+            .map_err(not_found)?;
+        // Lance falls back to the legacy manifest name without looking: check it.
+        if location.size.is_none() {
+            let exists = parts
+                .commit_handler
+                .version_exists(
+                    &parts.base,
+                    version,
+                    parts.store.inner.as_ref(),
+                    location.naming_scheme,
+                )
+                .await
+                .map_err(|e| Error::lance("opening", uri, e))?;
+            if !exists {
+                return Err(not_found(lance::Error::not_found(
+                    location.path.to_string(),
+                )));
+            }
+        }
+        let key = LoadKey::Pinned {
+            version,
+            e_tag: location.e_tag.clone(),
+        };
+        self.single_flight(state, key, || async {
+            self.counters.loads.fetch_add(1, Ordering::Relaxed);
+            let builder = DatasetBuilder::from_uri(uri)
+                .with_session(Arc::clone(&self.session))
+                .with_store_params(params.clone())
+                .with_version(version);
+            no_panic(&format!("{uri} ({pinned})"), builder.load())
+                .await
+                .map(Arc::new)
+        })
+        .await
+        .map_err(|e| match e {
+            e @ (lance::Error::NotFound { .. } | lance::Error::DatasetNotFound { .. }) => {
+                not_found(e)
+            }
+            e => Error::lance("opening", uri, e),
+        })
+    }
+
+    /// The object store, base path and commit handler of a table (built once).
+    async fn store_parts<'a>(
+        &self,
+        uri: &str,
+        params: &ObjectStoreParams,
+        state: &'a TableState,
+    ) -> Result<&'a StoreParts> {
+        state
             .store
             .get_or_try_init(|| async {
                 let (store, base, commit_handler) = DatasetBuilder::from_uri(uri)
@@ -438,7 +496,16 @@ impl LanceSessionCache {
                 })
             })
             .await
-            .map_err(|e| Error::lance("opening", uri, e))?;
+            .map_err(|e| Error::lance("opening", uri, e))
+    }
+
+    async fn open_latest(
+        &self,
+        uri: &str,
+        params: &ObjectStoreParams,
+        state: &TableState,
+    ) -> Result<Arc<Dataset>> {
+        let parts = self.store_parts(uri, params, state).await?;
         let location = parts
             .commit_handler
             .resolve_latest_location(&parts.base, &parts.store)

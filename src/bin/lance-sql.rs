@@ -187,31 +187,43 @@ async fn run_file(ctx: &SessionContext, path: &str, print_options: &PrintOptions
     Ok(ok)
 }
 
-/// Runs one statement (`MERGE INTO` is rewritten to `lance_merge`); reports
-/// errors on stderr.
+/// Runs one statement (`MERGE INTO` is planned by datafusion-lance, the rest
+/// by datafusion-cli); reports errors on stderr.
 async fn run_statement(ctx: &SessionContext, sql: String, print_options: &PrintOptions) -> bool {
-    let dialect = ctx
-        .state()
-        .config()
-        .options()
-        .sql_parser
-        .dialect
-        .to_string();
-    let sql = match datafusion_lance::rewrite_merge_into(&sql, &dialect) {
-        Ok(Some(rewritten)) => rewritten,
-        Ok(None) => sql,
-        Err(e) => {
-            eprintln!("Error: {e}");
-            return false;
-        }
+    let result = match merge_plan(ctx, &sql).await {
+        Ok(Some(plan)) => run_plan(ctx, plan, print_options).await,
+        Ok(None) => exec::exec_from_commands(ctx, vec![sql], print_options).await,
+        Err(e) => Err(e),
     };
-    match exec::exec_from_commands(ctx, vec![sql], print_options).await {
+    match result {
         Ok(()) => true,
         Err(e) => {
             eprintln!("Error: {e}");
             false
         }
     }
+}
+
+async fn merge_plan(
+    ctx: &SessionContext,
+    sql: &str,
+) -> Result<Option<datafusion::logical_expr::LogicalPlan>> {
+    datafusion_lance::planner::merge_into::plan_merge_sql(&ctx.state(), sql).await
+}
+
+/// Executes a planned statement and prints its rows like datafusion-cli.
+async fn run_plan(
+    ctx: &SessionContext,
+    plan: datafusion::logical_expr::LogicalPlan,
+    print_options: &PrintOptions,
+) -> Result<()> {
+    let started = std::time::Instant::now();
+    let df = ctx.execute_logical_plan(plan).await?;
+    let schema = Arc::new(df.schema().as_arrow().clone());
+    let batches = df.collect().await?;
+    let rows = batches.iter().map(|b| b.num_rows()).sum();
+    let format = ctx.state().config_options().format.clone();
+    print_options.print_batches(schema, &batches, started, rows, &format)
 }
 
 /// Splits input at `;` outside quotes.

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
 
 use datafusion::common::internal_err;
 use datafusion::common::runtime::JoinSet;
@@ -11,8 +12,8 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
+use lance::dataset::WriteDestination;
 use lance::dataset::transaction::{Operation, Transaction};
-use lance::dataset::{CommitBuilder, WriteDestination};
 use lance_table::format::Fragment;
 
 use super::target::{
@@ -199,33 +200,50 @@ async fn commit(
         Some(ds) => WriteDestination::Dataset(Arc::clone(ds)),
         None => WriteDestination::Uri(&target.uri),
     };
-    let mut builder = CommitBuilder::new(dest)
-        .with_session(Arc::clone(target.cache.session()))
-        .with_store_params(target.params.clone())
-        .with_skip_auto_cleanup(true);
+    let mut builder = target.commit_builder(dest);
     if kind == CommitKind::Create {
         builder = builder
             .with_storage_format(target.options.storage_version)
             .use_stable_row_ids(target.options.stable_row_ids);
     }
-    let removed = match (kind, &target.base) {
-        (CommitKind::Truncate, Some(base)) => base.count_rows(None).await.unwrap_or(0) as u64,
-        _ => rows,
-    };
+    let started = Instant::now();
     match builder.execute(transaction).await {
         Ok(dataset) => {
+            let dataset = Arc::new(dataset);
             target
                 .cache
-                .note_committed(&target.uri, &target.params, Arc::new(dataset));
-            Ok(removed)
+                .note_committed(&target.uri, &target.params, Arc::clone(&dataset));
+            match kind {
+                CommitKind::Truncate => Ok(rows_replaced(target, &dataset).await),
+                _ => Ok(rows),
+            }
         }
         Err(e) => {
             if !e.is_commit_status_unknown() {
                 target.remove_files(&fragments).await;
             }
-            Err(commit_error(target, e))
+            Err(commit_error(target, e, started).await)
         }
     }
+}
+
+/// The rows of the version `committed` replaced (what a `TRUNCATE` removed:
+/// the version it overwrote may be newer than the one it read, when other
+/// writers committed in between).
+async fn rows_replaced(target: &WriteTarget, committed: &Arc<lance::Dataset>) -> u64 {
+    let previous = committed.version_id().saturating_sub(1);
+    let counted = match committed.checkout_version(previous).await {
+        Ok(replaced) => replaced.count_rows(None).await,
+        Err(e) => Err(e),
+    };
+    counted.map(|n| n as u64).unwrap_or_else(|e| {
+        log::warn!(
+            "TRUNCATE of '{}' committed, but the rows of version {previous} could not be \
+             counted: {e}",
+            target.display_uri
+        );
+        0
+    })
 }
 
 /// A `COPY ... STORED AS LANCE` must not replace a dataset (checked when
@@ -246,12 +264,45 @@ pub(crate) async fn ensure_absent(target: &WriteTarget) -> DFResult<()> {
     }
 }
 
-pub(crate) fn commit_error(target: &WriteTarget, e: lance::Error) -> DataFusionError {
+/// Converts a failed commit into the statement's error: a conflict, a spent
+/// commit budget (naming how many commits raced it), or a Lance error.
+/// `started` is when the statement began committing.
+pub(crate) async fn commit_error(
+    target: &WriteTarget,
+    e: lance::Error,
+    started: Instant,
+) -> DataFusionError {
+    let budget_spent = match &e {
+        lance::Error::TooMuchWriteContention { .. } => true,
+        // Lance reports exhausted retries as a commit conflict.
+        lance::Error::CommitConflict { source, .. } => source
+            .to_string()
+            .contains("Failed to commit the transaction after"),
+        _ => false,
+    };
+    if budget_spent {
+        let read_version = target.read_version();
+        let latest = target
+            .cache
+            .open(&target.uri, &target.params, &VersionSpec::Latest)
+            .await
+            .map(|d| d.version_id())
+            .unwrap_or(read_version);
+        return Error::WriteContention {
+            table: target.table.clone(),
+            seconds: started.elapsed().as_secs_f64(),
+            max_retries: target.commit_budget.max_retries,
+            timeout_ms: target.commit_budget.retry_timeout.as_millis(),
+            read_version,
+            raced: latest.saturating_sub(read_version),
+            source: e,
+        }
+        .into();
+    }
     match e {
         lance::Error::CommitConflict { .. }
         | lance::Error::IncompatibleTransaction { .. }
-        | lance::Error::RetryableCommitConflict { .. }
-        | lance::Error::TooMuchWriteContention { .. } => Error::CommitConflict {
+        | lance::Error::RetryableCommitConflict { .. } => Error::CommitConflict {
             table: target.table.clone(),
             source: e,
         }

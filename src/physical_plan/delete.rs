@@ -112,10 +112,10 @@ impl ExecutionPlan for LanceDeleteExec {
                 None,
             );
             let count = addresses.len();
-            target
-                .commit_row_change(base, transaction, addresses)
-                .await
-                .map_err(|e| commit_error(&target, e))?;
+            let started = std::time::Instant::now();
+            if let Err(e) = target.commit_row_change(base, transaction, addresses).await {
+                return Err(commit_error(&target, e, started).await);
+            }
             count_batch(count)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(

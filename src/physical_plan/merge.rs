@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Instant;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::SchemaRef;
@@ -12,6 +13,7 @@ use datafusion::common::internal_err;
 use datafusion::common::runtime::JoinSet;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::{Distribution, PhysicalExpr};
 use datafusion::physical_plan::expressions::Column;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -20,7 +22,7 @@ use futures::StreamExt;
 use lance::Dataset;
 use lance::dataset::WhenNotMatchedBySource as LanceBySource;
 use lance::dataset::transaction::Operation;
-use lance::dataset::{CommitBuilder, MergeInsertBuilder, MergeInsertJob, WriteDestination};
+use lance::dataset::{MergeInsertBuilder, MergeInsertJob, WriteDestination};
 use lance::dataset::{WhenMatched as LanceMatched, WhenNotMatched as LanceNotMatched};
 use std::collections::HashMap;
 
@@ -31,7 +33,8 @@ use super::target::{
 };
 use crate::config::VersionSpec;
 use crate::table::merge::{
-    MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource, stats_schema,
+    MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
+    stats_schema,
 };
 
 /// Merges in this process are serialised per table, so that two merges
@@ -107,8 +110,8 @@ impl DisplayAs for LanceMergeExec {
         let o = &self.options;
         write!(
             f,
-            "LanceMergeExec: uri={}, on=[{}], when_matched={:?}, when_not_matched={:?}, \
-             when_not_matched_by_source={:?}",
+            "LanceMergeExec: uri={}, on=[{}], when_matched={}, when_not_matched={:?}, \
+             when_not_matched_by_source={}",
             self.target.display_uri,
             self.keys.join(", "),
             o.when_matched,
@@ -215,6 +218,7 @@ async fn run_merge(
 ) -> DFResult<(u64, u64, u64, u64)> {
     let lock = merge_lock(&target.uri);
     let _guard = lock.lock().await;
+    let started = Instant::now();
     // The latest version, read inside the lock: a merge that waited sees
     // what the previous one committed.
     let latest = target
@@ -225,10 +229,10 @@ async fn run_merge(
     let mut attempt = 1;
     loop {
         let job = merge_job(target, &dataset, &keys, options)?;
-        let uncommitted = job
-            .execute_uncommitted_batches(source.clone())
-            .await
-            .map_err(|e| merge_error(target, e))?;
+        let uncommitted = match job.execute_uncommitted_batches(source.clone()).await {
+            Ok(uncommitted) => uncommitted,
+            Err(e) => return Err(merge_error(target, e, started).await),
+        };
         let (new_fragments, updated) = match &uncommitted.transaction.operation {
             Operation::Update {
                 new_fragments,
@@ -237,10 +241,7 @@ async fn run_merge(
             } => (new_fragments.clone(), updated_fragments.clone()),
             _ => (Vec::new(), Vec::new()),
         };
-        let mut commit = CommitBuilder::new(WriteDestination::Dataset(Arc::clone(&dataset)))
-            .with_session(Arc::clone(target.cache.session()))
-            .with_store_params(target.params.clone())
-            .with_skip_auto_cleanup(true);
+        let mut commit = target.commit_builder(WriteDestination::Dataset(Arc::clone(&dataset)));
         if let Some(rows) = uncommitted.affected_rows {
             commit = commit.with_affected_rows(rows);
         }
@@ -268,7 +269,7 @@ async fn run_merge(
                 let retry = matches!(e, lance::Error::RetryableCommitConflict { .. })
                     && attempt < MERGE_ATTEMPTS;
                 if !retry {
-                    return Err(merge_error(target, e));
+                    return Err(merge_error(target, e, started).await);
                 }
                 // Another writer committed first: merge again on its version.
                 attempt += 1;
@@ -284,12 +285,12 @@ async fn run_merge(
 /// How often a merge runs again after a conflicting commit by another writer.
 const MERGE_ATTEMPTS: u32 = 10;
 
-fn merge_error(target: &WriteTarget, e: lance::Error) -> DataFusionError {
+async fn merge_error(target: &WriteTarget, e: lance::Error, started: Instant) -> DataFusionError {
     match e {
         e @ (lance::Error::CommitConflict { .. }
         | lance::Error::IncompatibleTransaction { .. }
         | lance::Error::RetryableCommitConflict { .. }
-        | lance::Error::TooMuchWriteContention { .. }) => commit_error(target, e),
+        | lance::Error::TooMuchWriteContention { .. }) => commit_error(target, e, started).await,
         e => write_error(target, "merging into", e),
     }
 }
@@ -307,7 +308,9 @@ fn merge_job(
     builder
         .when_matched(match &options.when_matched {
             WhenMatched::UpdateAll => LanceMatched::UpdateAll,
-            WhenMatched::UpdateIf(condition) => LanceMatched::UpdateIf(condition.clone()),
+            WhenMatched::UpdateIf(condition) => {
+                LanceMatched::UpdateIfExpr(lance_condition(condition)?)
+            }
             WhenMatched::DoNothing => LanceMatched::DoNothing,
             WhenMatched::Delete => LanceMatched::Delete,
             WhenMatched::Fail => LanceMatched::Fail,
@@ -320,10 +323,19 @@ fn merge_job(
             WhenNotMatchedBySource::Keep => LanceBySource::Keep,
             WhenNotMatchedBySource::Delete => LanceBySource::Delete,
             WhenNotMatchedBySource::DeleteIf(condition) => {
-                LanceBySource::delete_if(dataset, condition).map_err(err)?
+                LanceBySource::DeleteIf(lance_condition(condition)?)
             }
         });
     builder.try_build().map_err(err)
+}
+
+/// A planned merge condition as Lance's merge-insert takes it: columns
+/// qualified `source.` / `target.`, the relations of its join.
+fn lance_condition(condition: &MergeCondition) -> DFResult<Expr> {
+    match condition {
+        MergeCondition::Expr(expr) => Ok(expr.clone()),
+        MergeCondition::Sql(_) => internal_err!("merge condition {condition} was not planned"),
+    }
 }
 
 /// Reads the key-partitioned inputs concurrently, checking that no key occurs

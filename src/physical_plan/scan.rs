@@ -33,6 +33,9 @@ use crate::table::partition::live_rows;
 pub struct ScanOptions {
     /// Rows per batch.
     pub batch_size: usize,
+    /// Bytes per batch Lance aims for, sizing batches from the decoded data
+    /// (None = rows only). Lance splits any batch larger than twice this.
+    pub batch_size_bytes: Option<u64>,
     /// Fragments read concurrently (None = Lance's default).
     pub fragment_readahead: Option<usize>,
     /// Batches decoded concurrently (None = Lance's default).
@@ -341,6 +344,9 @@ impl ScanRequest {
         if let Some(limit) = self.limit {
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             scanner.limit(Some(limit), None).map_err(lance_err)?;
+        }
+        if let Some(bytes) = self.options.batch_size_bytes {
+            scanner.batch_size_bytes(bytes);
         }
         scanner
             .batch_size(self.options.batch_size.max(1))

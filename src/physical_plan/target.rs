@@ -27,6 +27,7 @@ use lance_select::RowAddrTreeMap;
 use lance_table::format::Fragment;
 use roaring::RoaringTreemap;
 
+use crate::config::CommitBudget;
 use crate::error::Error;
 use crate::session::LanceSessionCache;
 
@@ -82,6 +83,8 @@ pub struct WriteTarget {
     /// The table's Arrow schema (non-nullable fields are NOT NULL).
     pub(crate) schema: SchemaRef,
     pub(crate) options: WriteOptions,
+    /// How long commits keep retrying when other writers commit first.
+    pub(crate) commit_budget: CommitBudget,
     /// Set when a writer failed: the others stop at their next batch.
     pub(crate) aborted: AtomicBool,
 }
@@ -131,10 +134,8 @@ impl WriteTarget {
             } => updated_fragments.clone(),
             _ => Vec::new(),
         };
-        let committed = CommitBuilder::new(WriteDestination::Dataset(Arc::clone(&base)))
-            .with_session(Arc::clone(self.cache.session()))
-            .with_store_params(self.params.clone())
-            .with_skip_auto_cleanup(true)
+        let committed = self
+            .commit_builder(WriteDestination::Dataset(Arc::clone(&base)))
             .with_affected_rows(RowAddrTreeMap::from(addresses))
             .execute(transaction)
             .await;
@@ -151,6 +152,17 @@ impl WriteTarget {
                 Err(e)
             }
         }
+    }
+
+    /// A Lance commit to `dest` through this statement's session, with its
+    /// commit budget; Lance's automatic cleanup stays off.
+    pub(crate) fn commit_builder<'a>(&self, dest: WriteDestination<'a>) -> CommitBuilder<'a> {
+        CommitBuilder::new(dest)
+            .with_session(Arc::clone(self.cache.session()))
+            .with_store_params(self.params.clone())
+            .with_skip_auto_cleanup(true)
+            .with_max_retries(self.commit_budget.max_retries)
+            .with_retry_timeout(self.commit_budget.retry_timeout)
     }
 
     /// Deletes the data files of `fragments` (best effort; failures are logged).

@@ -209,12 +209,12 @@ async fn commit_update(
         },
         None,
     );
-    target
-        .commit_row_change(base, transaction, addresses)
-        .await
-        .map_err(|e| {
+    let started = std::time::Instant::now();
+    match target.commit_row_change(base, transaction, addresses).await {
+        Ok(()) => Ok(()),
+        Err(e) => {
             let unknown = e.is_commit_status_unknown();
-            (commit_error(target, e), unknown)
-        })?;
-    Ok(())
+            Err((commit_error(target, e, started).await, unknown))
+        }
+    }
 }

@@ -55,6 +55,21 @@ impl LanceDmlTable {
     pub(crate) fn new(op: DmlOp, target: Arc<LanceTableProvider>, input: LogicalPlan) -> Self {
         Self { op, target, input }
     }
+
+    /// The table the statement changes.
+    pub(crate) fn target(&self) -> &Arc<LanceTableProvider> {
+        &self.target
+    }
+
+    /// The plan selecting the rows to change.
+    pub(crate) fn input(&self) -> &LogicalPlan {
+        &self.input
+    }
+
+    /// The same statement over another target and input.
+    pub(crate) fn with_parts(&self, target: Arc<LanceTableProvider>, input: LogicalPlan) -> Self {
+        Self::new(self.op, target, input)
+    }
 }
 
 #[async_trait]

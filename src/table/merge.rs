@@ -8,11 +8,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::Session;
-use datafusion::common::TableReference;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::{DFSchema, ScalarValue, TableReference};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
-use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, Operator};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::expressions::{CastExpr, Column};
@@ -27,20 +28,52 @@ use crate::table::create::storable_type;
 /// SQL name of the upsert table function.
 pub const MERGE_FUNCTION_NAME: &str = "lance_merge";
 
+/// A condition of a merge, over `target.<column>` and (for `WHEN MATCHED`)
+/// `source.<column>`. Planned by DataFusion, with DataFusion's semantics,
+/// before Lance evaluates it on the rows it merges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MergeCondition {
+    /// SQL text (as given to `lance_merge`), planned when the merge is.
+    Sql(String),
+    /// A planned expression.
+    Expr(Expr),
+}
+
+impl fmt::Display for MergeCondition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MergeCondition::Sql(sql) => f.write_str(sql),
+            MergeCondition::Expr(expr) => write!(f, "{expr}"),
+        }
+    }
+}
+
 /// What happens to a target row whose key appears in the source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WhenMatched {
     /// Replace it with the source row (columns the source lacks are kept).
     UpdateAll,
-    /// Replace it only where the condition (SQL over `source.` / `target.`
+    /// Replace it only where the condition (over `source.` / `target.`
     /// columns) holds.
-    UpdateIf(String),
+    UpdateIf(MergeCondition),
     /// Keep it.
     DoNothing,
     /// Delete it.
     Delete,
     /// Fail the statement.
     Fail,
+}
+
+impl fmt::Display for WhenMatched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WhenMatched::UpdateAll => f.write_str("UpdateAll"),
+            WhenMatched::UpdateIf(c) => write!(f, "UpdateIf({c})"),
+            WhenMatched::DoNothing => f.write_str("DoNothing"),
+            WhenMatched::Delete => f.write_str("Delete"),
+            WhenMatched::Fail => f.write_str("Fail"),
+        }
+    }
 }
 
 /// What happens to a source row whose key is not in the target.
@@ -59,8 +92,18 @@ pub enum WhenNotMatchedBySource {
     Keep,
     /// Delete it.
     Delete,
-    /// Delete it where the condition (SQL over target columns) holds.
-    DeleteIf(String),
+    /// Delete it where the condition (over `target.` columns) holds.
+    DeleteIf(MergeCondition),
+}
+
+impl fmt::Display for WhenNotMatchedBySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WhenNotMatchedBySource::Keep => f.write_str("Keep"),
+            WhenNotMatchedBySource::Delete => f.write_str("Delete"),
+            WhenNotMatchedBySource::DeleteIf(c) => write!(f, "DeleteIf({c})"),
+        }
+    }
 }
 
 /// The actions of a merge.
@@ -114,7 +157,10 @@ impl MergeOptions {
                         _ => return Err(bad()),
                     }
                 }
-                "when_matched_if" => parsed.when_matched = WhenMatched::UpdateIf(raw.to_string()),
+                "when_matched_if" => {
+                    parsed.when_matched =
+                        WhenMatched::UpdateIf(MergeCondition::Sql(raw.to_string()))
+                }
                 "when_not_matched" => {
                     parsed.when_not_matched = match value.as_str() {
                         "insert" | "insert_all" => WhenNotMatched::InsertAll,
@@ -131,7 +177,7 @@ impl MergeOptions {
                 }
                 "when_not_matched_by_source_if" => {
                     parsed.when_not_matched_by_source =
-                        WhenNotMatchedBySource::DeleteIf(raw.to_string())
+                        WhenNotMatchedBySource::DeleteIf(MergeCondition::Sql(raw.to_string()))
                 }
                 _ => {
                     return Err(Error::UnknownOption {
@@ -148,6 +194,105 @@ impl MergeOptions {
     pub(crate) fn inserts(&self) -> bool {
         self.when_not_matched == WhenNotMatched::InsertAll
     }
+
+    /// The options with every condition planned by DataFusion against the
+    /// target's columns (`target.c`) and the source's (`source.c`).
+    pub(crate) fn planned(
+        &self,
+        state: &SessionState,
+        target: &Schema,
+        source: &Schema,
+    ) -> DFResult<Self> {
+        let targets = DFSchema::try_from_qualified_schema("target", target)?;
+        let both = targets.join(&DFSchema::try_from_qualified_schema("source", source)?)?;
+        let plan = |condition: &MergeCondition, schema: &DFSchema| -> DFResult<MergeCondition> {
+            let expr = match condition {
+                MergeCondition::Sql(sql) => state.create_logical_expr(sql, schema)?,
+                MergeCondition::Expr(expr) => expr.clone(),
+            };
+            check_condition(&expr, schema)?;
+            Ok(MergeCondition::Expr(expr))
+        };
+        let mut planned = self.clone();
+        if let WhenMatched::UpdateIf(c) = &self.when_matched {
+            planned.when_matched = WhenMatched::UpdateIf(plan(c, &both)?);
+        }
+        if let WhenNotMatchedBySource::DeleteIf(c) = &self.when_not_matched_by_source {
+            planned.when_not_matched_by_source =
+                WhenNotMatchedBySource::DeleteIf(plan(c, &targets)?);
+        }
+        Ok(planned)
+    }
+}
+
+/// Checks that Lance evaluates a merge condition exactly like DataFusion:
+/// no subqueries, aggregates or window functions, and no floating-point
+/// comparison with zero (Lance compares ±0.0 the IEEE way, DataFusion by
+/// total order).
+pub(crate) fn check_condition(expr: &Expr, schema: &DFSchema) -> DFResult<()> {
+    let mut problem: Option<String> = None;
+    expr.apply(|e| {
+        problem = match e {
+            Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) => {
+                Some("a subquery".to_string())
+            }
+            Expr::AggregateFunction(_) => Some("an aggregate".to_string()),
+            Expr::WindowFunction(_) => Some("a window function".to_string()),
+            Expr::BinaryExpr(b) if is_comparison(b.op) => float_zero(&[&b.left, &b.right], schema),
+            Expr::Between(b) => float_zero(&[&b.expr, &b.low, &b.high], schema),
+            Expr::InList(l) => {
+                let operands: Vec<&Expr> =
+                    std::iter::once(l.expr.as_ref()).chain(&l.list).collect();
+                float_zero(&operands, schema)
+            }
+            _ => None,
+        };
+        Ok(if problem.is_some() {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    })?;
+    match problem {
+        Some(what) => Err(Error::unsupported(format!(
+            "merge condition {expr}: {what} cannot be evaluated by Lance's merge-insert"
+        ))
+        .into()),
+        None => Ok(()),
+    }
+}
+
+fn is_comparison(op: Operator) -> bool {
+    matches!(
+        op,
+        Operator::Eq
+            | Operator::NotEq
+            | Operator::Lt
+            | Operator::LtEq
+            | Operator::Gt
+            | Operator::GtEq
+            | Operator::IsDistinctFrom
+            | Operator::IsNotDistinctFrom
+    )
+}
+
+/// A comparison of a floating-point value with a zero literal.
+fn float_zero(operands: &[&Expr], schema: &DFSchema) -> Option<String> {
+    let float = operands
+        .iter()
+        .any(|e| e.get_type(schema).is_ok_and(|t| t.is_floating()));
+    let zero = operands.iter().any(|e| match e {
+        Expr::Literal(v, _) => matches!(
+            v.cast_to(&DataType::Float64),
+            Ok(ScalarValue::Float64(Some(x))) if x == 0.0
+        ),
+        _ => false,
+    });
+    (float && zero).then(|| {
+        "a floating-point comparison with zero (Lance treats -0.0 and 0.0 as equal, \
+         DataFusion orders -0.0 first)"
+            .to_string()
+    })
 }
 
 /// What a merge node reports.
@@ -173,6 +318,8 @@ pub(crate) fn stats_schema() -> SchemaRef {
 /// one-row table: scanning it plans the source and returns the merge node.
 pub(crate) struct LanceMergeTable {
     target: String,
+    /// The target table once resolved (by the query planner or `MERGE INTO`).
+    target_table: Option<Arc<LanceTableProvider>>,
     source: LogicalPlan,
     keys: Vec<String>,
     options: MergeOptions,
@@ -197,9 +344,44 @@ impl LanceMergeTable {
     ) -> Self {
         Self {
             target,
+            target_table: None,
             source,
             keys,
             options,
+        }
+    }
+
+    /// The same merge into an already resolved target table.
+    pub(crate) fn with_target(mut self, target: Arc<LanceTableProvider>) -> Self {
+        self.target_table = Some(target);
+        self
+    }
+
+    /// The source plan.
+    pub(crate) fn source(&self) -> &LogicalPlan {
+        &self.source
+    }
+
+    /// The target table: the one resolved already, or the Lance table
+    /// registered under the target name.
+    pub(crate) async fn resolve_target(
+        &self,
+        state: &dyn Session,
+    ) -> Result<Arc<LanceTableProvider>> {
+        match &self.target_table {
+            Some(table) => Ok(Arc::clone(table)),
+            None => resolve_lance_table(state, &self.target).await,
+        }
+    }
+
+    /// The same merge into `target` (resolved) from `source`.
+    pub(crate) fn with_parts(&self, target: Arc<LanceTableProvider>, source: LogicalPlan) -> Self {
+        Self {
+            target: self.target.clone(),
+            target_table: Some(target),
+            source,
+            keys: self.keys.clone(),
+            options: self.options.clone(),
         }
     }
 }
@@ -221,16 +403,19 @@ impl TableProvider for LanceMergeTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let target = resolve_lance_table(state, &self.target).await?;
+        let target = self.resolve_target(state).await?;
+        let Some(session) = state.as_any().downcast_ref::<SessionState>() else {
+            return Err(Error::unsupported(format!(
+                "{MERGE_FUNCTION_NAME}: needs a DataFusion SessionState"
+            ))
+            .into());
+        };
+        let options =
+            self.options
+                .planned(session, &target.schema(), self.source.schema().as_arrow())?;
         let source = state.create_physical_plan(&self.source).await?;
         let merge = target
-            .plan_merge(
-                state,
-                source,
-                &self.keys,
-                self.options.clone(),
-                MergeOutput::Stats,
-            )
+            .plan_merge(state, source, &self.keys, options, MergeOutput::Stats)
             .await?;
         project(merge, projection)
     }

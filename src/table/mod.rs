@@ -3,6 +3,7 @@
 pub(crate) mod create;
 pub(crate) mod dml;
 pub(crate) mod factory;
+pub(crate) mod index_rules;
 pub(crate) mod merge;
 pub(crate) mod partition;
 pub(crate) mod pushdown;
@@ -10,10 +11,9 @@ pub(crate) mod scan;
 pub(crate) mod write;
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::Constraints;
@@ -34,24 +34,18 @@ pub use factory::LanceTableProviderFactory;
 /// Name of the row-address column of DML scans.
 pub(crate) const ROW_ADDR: &str = "_rowaddr";
 
-/// The dataset resolved for one query (identified by DataFusion session id and
-/// query start time), so every scan of the table in that query — self-joins
-/// included — reads the same version.
-struct SnapshotMemo {
-    session_id: String,
-    started: DateTime<Utc>,
-    dataset: Arc<Dataset>,
-}
-
 /// A Lance dataset as a DataFusion table.
 ///
 /// # Freshness
 ///
-/// A provider registered at the *latest* version resolves the newest version
-/// once per query, at planning time: every partition of that query (and every
-/// other scan of the table in the same query) reads exactly that version, even
-/// if a writer commits while the query runs. The next query sees the new
-/// version. Thanks to the shared Lance session, re-resolving costs one listing
+/// A provider registered at the *latest* version reads the newest version as
+/// of the start of each statement's physical planning: the session's query
+/// planner (installed by [`crate::register_lance`]) resolves every Lance table
+/// a statement references once, before any scan is planned, so every
+/// partition and every reference to the table in that statement — self-joins,
+/// subqueries, the target of a DML statement — reads exactly that version,
+/// even if a writer commits meanwhile. The next statement sees the new
+/// version. Thanks to the shared Lance session, resolving costs one listing
 /// of the version directory and no manifest read when nothing changed.
 ///
 /// A provider registered at a fixed version or tag always reads that version.
@@ -68,8 +62,10 @@ pub struct LanceTableProvider {
     constraints: Option<Constraints>,
     options: LanceTableOptions,
     pinned: Option<Arc<Dataset>>,
+    /// The version one statement reads (set by the query planner; see
+    /// [`crate::planner::LanceQueryPlanner`]). Writes are still allowed.
+    resolved: Option<Arc<Dataset>>,
     cache: Option<Arc<LanceSessionCache>>,
-    memo: Arc<Mutex<Option<SnapshotMemo>>>,
     /// Expose Lance's row address as a trailing `_rowaddr` column (DML only).
     row_addr: bool,
 }
@@ -171,8 +167,8 @@ impl LanceTableProviderBuilder {
             constraints,
             options: self.options,
             pinned,
+            resolved: None,
             cache: self.cache,
-            memo: Arc::new(Mutex::new(None)),
             row_addr: false,
         })
     }
@@ -197,24 +193,47 @@ impl LanceTableProvider {
         Self::builder(uri).build().await
     }
 
-    /// The same table with Lance's row address as a trailing `_rowaddr`
-    /// column, sharing this provider's per-query snapshot.
-    pub(crate) fn with_row_addresses(&self) -> Self {
-        let mut fields: Vec<_> = self.schema.fields().iter().cloned().collect();
-        fields.push(Arc::new(Field::new(ROW_ADDR, DataType::UInt64, false)));
+    /// The same table reading `dataset` (the version one statement reads).
+    pub(crate) fn at_snapshot(&self, dataset: Arc<Dataset>) -> Self {
+        Self {
+            resolved: Some(dataset),
+            ..self.clone_config()
+        }
+    }
+
+    /// True when the version this provider reads is decided per statement
+    /// and not decided yet.
+    pub(crate) fn needs_snapshot(&self) -> bool {
+        self.pinned.is_none() && self.resolved.is_none()
+    }
+
+    fn clone_config(&self) -> Self {
         Self {
             name: self.name.clone(),
             uri: self.uri.clone(),
             display_uri: self.display_uri.clone(),
             params: self.params.clone(),
             version: self.version.clone(),
-            schema: Arc::new(Schema::new(fields)),
-            constraints: None,
+            schema: Arc::clone(&self.schema),
+            constraints: self.constraints.clone(),
             options: self.options.clone(),
             pinned: self.pinned.clone(),
+            resolved: self.resolved.clone(),
             cache: self.cache.clone(),
-            memo: Arc::clone(&self.memo),
+            row_addr: self.row_addr,
+        }
+    }
+
+    /// The same table with Lance's row address as a trailing `_rowaddr`
+    /// column (reading the same snapshot).
+    pub(crate) fn with_row_addresses(&self) -> Self {
+        let mut fields: Vec<_> = self.schema.fields().iter().cloned().collect();
+        fields.push(Arc::new(Field::new(ROW_ADDR, DataType::UInt64, false)));
+        Self {
+            schema: Arc::new(Schema::new(fields)),
+            constraints: None,
             row_addr: true,
+            ..self.clone_config()
         }
     }
 
@@ -256,34 +275,16 @@ impl LanceTableProvider {
         }
     }
 
-    /// The dataset version a query planned with `state` reads: the pinned
-    /// version, or the latest version resolved once per query.
+    /// The dataset version a statement planned with `state` reads: the pinned
+    /// version, the version resolved for the statement, or (for plans not made
+    /// by a session set up with [`crate::register_lance`]) the latest version.
     pub async fn snapshot(&self, state: &dyn Session) -> Result<Arc<Dataset>> {
-        if let Some(pinned) = &self.pinned {
-            return Ok(Arc::clone(pinned));
+        if let Some(dataset) = self.pinned.as_ref().or(self.resolved.as_ref()) {
+            return Ok(Arc::clone(dataset));
         }
-        let started = state.execution_props().query_execution_start_time;
-        if let Some(started) = started {
-            let memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(m) = memo.as_ref()
-                && m.started == started
-                && m.session_id == state.session_id()
-            {
-                return Ok(Arc::clone(&m.dataset));
-            }
-        }
-        let dataset = self
-            .session_cache(state)
+        self.session_cache(state)
             .open(&self.uri, &self.params, &VersionSpec::Latest)
-            .await?;
-        if let Some(started) = started {
-            *self.memo.lock().unwrap_or_else(|e| e.into_inner()) = Some(SnapshotMemo {
-                session_id: state.session_id().to_string(),
-                started,
-                dataset: Arc::clone(&dataset),
-            });
-        }
-        Ok(dataset)
+            .await
     }
 
     fn check_columns(&self, dataset: &Dataset, columns: &[String]) -> Result<()> {

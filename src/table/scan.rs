@@ -1,6 +1,5 @@
 //! Planning a scan of a [`LanceTableProvider`].
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::catalog::Session;
@@ -16,9 +15,9 @@ use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::limit::GlobalLimitExec;
 use datafusion::physical_plan::projection::ProjectionExec;
 
+use super::index_rules::ColumnIndexes;
 use super::{LanceTableProvider, partition, pushdown};
 use datafusion::arrow::datatypes::{DataType, Schema};
-use lance::index::DatasetIndexExt;
 
 use crate::config::{FilterPushdown, LanceConfig};
 use crate::physical_plan::scan::{LanceScanExec, ScanOptions};
@@ -40,19 +39,6 @@ impl LanceTableProvider {
                     | DataType::Map(_, _)
             )
         })
-    }
-
-    /// Names of the columns a Lance index covers.
-    async fn indexed_columns(&self, dataset: &lance::Dataset) -> HashSet<String> {
-        let Ok(indices) = dataset.load_indices().await else {
-            return HashSet::new();
-        };
-        indices
-            .iter()
-            .flat_map(|index| index.fields.iter())
-            .filter_map(|&id| dataset.schema().field_by_id(id))
-            .map(|field| field.name.clone())
-            .collect()
     }
 
     pub(crate) async fn plan_scan(
@@ -84,10 +70,10 @@ impl LanceTableProvider {
         }
         // Who evaluates each conjunct: Lance (pushed into the scan) or
         // DataFusion (a FilterExec right above it).
-        let indexed = if exact.is_empty() {
-            HashSet::new()
+        let indexes = if exact.is_empty() || !settings.use_scalar_index {
+            ColumnIndexes::default()
         } else {
-            self.indexed_columns(&dataset).await
+            ColumnIndexes::of(&dataset).await
         };
         let conjuncts: Vec<Expr> = exact
             .into_iter()
@@ -101,24 +87,14 @@ impl LanceTableProvider {
                     || conjuncts
                         .iter()
                         .flat_map(|c| c.column_refs())
-                        .any(|c| indexed.contains(&c.name))
+                        .any(|c| indexes.covers(&c.name))
             }
         };
-        // A scalar index answers range queries on floats with its own NaN and
-        // -0.0 ordering: such conjuncts stay with DataFusion.
-        let index_unsafe = |c: &Expr| {
-            settings.use_scalar_index
-                && c.column_refs().iter().any(|col| {
-                    indexed.contains(&col.name)
-                        && self
-                            .schema
-                            .field_with_name(&col.name)
-                            .is_ok_and(|f| f.data_type().is_floating())
-                })
-        };
+        // An index answers a filter with its own semantics: only audited
+        // (predicate, index type) pairs go to Lance (see `index_rules`).
         let (lance_part, df_part): (Vec<Expr>, Vec<Expr>) = conjuncts
             .into_iter()
-            .partition(|c| lance_filters && !index_unsafe(c));
+            .partition(|c| lance_filters && indexes.allows(c, &self.schema));
         let (lance_filter, df_filter) = (conjunction(lance_part), conjunction(df_part));
 
         // Data columns Lance returns: the projection, plus the columns of the
@@ -163,11 +139,18 @@ impl LanceTableProvider {
             }
             _ => partition::group_fragments(fragments, partitions),
         };
+        let (batch_size, batch_size_bytes) = match settings.batch_size {
+            // Lance sizes each batch from the data it decodes and splits any
+            // batch larger than twice its target: ask for half the bound.
+            0 => (
+                auto_batch_size(&read_schema, execution.batch_size),
+                Some(AUTO_BATCH_BYTES as u64 / 2),
+            ),
+            n => (n, None),
+        };
         let options = ScanOptions {
-            batch_size: match settings.batch_size {
-                0 => auto_batch_size(&read_schema, execution.batch_size),
-                n => n,
-            },
+            batch_size,
+            batch_size_bytes,
             fragment_readahead: match settings.fragment_readahead {
                 // Each partition reads its own fragments: on local disk one
                 // fragment ahead is fastest (measured: Q1-like 0.41 s -> 0.38 s);
@@ -178,7 +161,8 @@ impl LanceTableProvider {
             },
             batch_readahead: (settings.batch_readahead > 0).then_some(settings.batch_readahead),
             io_buffer_size: (settings.io_buffer_size > 0).then_some(settings.io_buffer_size),
-            use_scalar_index: settings.use_scalar_index,
+            // An unreadable index list: Lance must not use indices either.
+            use_scalar_index: settings.use_scalar_index && !indexes.unreadable(),
             row_addr: with_row_addr,
         };
         // The limit goes to Lance only when no filter runs above the scan.
@@ -229,19 +213,22 @@ impl LanceTableProvider {
     }
 }
 
-/// Bytes per scanned batch the automatic batch size aims for.
-const AUTO_BATCH_BYTES: usize = 2 * 1024 * 1024;
+/// Most bytes per scanned batch with the automatic batch size (unless a
+/// single row is larger).
+pub(crate) const AUTO_BATCH_BYTES: usize = 2 * 1024 * 1024;
 /// The automatic batch size grows `datafusion.execution.batch_size` at most
 /// this many times.
 const AUTO_BATCH_GROWTH: usize = 4;
 
-/// Rows per scanned batch when `lance.batch_size = 0`.
+/// The most rows per scanned batch when `lance.batch_size = 0`.
 ///
 /// Lance decodes a batch per call; for narrow rows (fixed-width values and
 /// short strings) larger batches halve its per-batch overhead (measured:
 /// TPC-H Q1-like on v2.2 data 0.38 s -> 0.35 s with 4x the rows). Rows holding
 /// lists, structs, large strings or binaries keep DataFusion's batch size, as
-/// do rows wider than [`AUTO_BATCH_BYTES`] / batch size.
+/// do rows wider than [`AUTO_BATCH_BYTES`] / batch size. This is only the row
+/// cap: the bytes per batch are bounded by Lance from the decoded data (see
+/// `ScanOptions::batch_size_bytes`), so long strings give fewer rows.
 pub(crate) fn auto_batch_size(schema: &Schema, batch_size: usize) -> usize {
     let mut row_bytes = 0usize;
     for field in schema.fields() {

@@ -37,6 +37,7 @@ impl LanceTableProvider {
             cache: self.session_cache(state),
             schema: Arc::clone(&self.schema),
             aborted: Default::default(),
+            commit_budget: settings.commit_budget(),
             options: WriteOptions {
                 max_rows_per_file: self
                     .options

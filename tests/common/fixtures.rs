@@ -126,6 +126,44 @@ pub(crate) async fn numbers(uri: &str) -> Dataset {
     ds
 }
 
+/// `indexed`: the `numbers` rows (nothing deleted) in 10 fragments, with
+/// scalar indices: BTREE on `s`, BITMAP on `b`, ZONEMAP on `id`, BTREE on
+/// `v` (a float column) and an FM index on `s2` (a copy of `s`).
+pub(crate) async fn indexed(uri: &str) -> Dataset {
+    use lance::index::DatasetIndexExt;
+    use lance_index::IndexType;
+    use lance_index::scalar::{BuiltinIndexType, ScalarIndexParams};
+    let numbers = numbers_batch(0, 1000);
+    let mut fields: Vec<Field> = numbers_schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new("s2", DataType::Utf8, true));
+    let mut columns = numbers.columns().to_vec();
+    columns.push(Arc::clone(numbers.column(2)));
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("indexed");
+    let mut ds = write(uri, vec![batch], params(WriteMode::Create, 100)).await;
+    for (column, index, builtin) in [
+        ("s", IndexType::BTree, BuiltinIndexType::BTree),
+        ("b", IndexType::Bitmap, BuiltinIndexType::Bitmap),
+        ("id", IndexType::ZoneMap, BuiltinIndexType::ZoneMap),
+        ("v", IndexType::BTree, BuiltinIndexType::BTree),
+        ("s2", IndexType::Fm, BuiltinIndexType::Fm),
+    ] {
+        ds.create_index(
+            &[column],
+            index,
+            None,
+            &ScalarIndexParams::for_builtin(builtin),
+            true,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{index} index on {column}: {e}"));
+    }
+    ds
+}
+
 /// Ids present in the `numbers` fixture.
 pub(crate) fn numbers_ids() -> Vec<i64> {
     (0..1000).filter(|i| i % 17 != 5).collect()
@@ -359,7 +397,7 @@ pub(crate) fn types_batch() -> RecordBatch {
 }
 
 /// Creates every fixture under `dir`: `numbers.lance`, `multi.lance`,
-/// `versions.lance`, `empty.lance`, `types.lance`.
+/// `versions.lance`, `empty.lance`, `types.lance`, `indexed.lance`.
 pub(crate) async fn create_all(dir: &std::path::Path) {
     let path = |name: &str| dir.join(name).to_string_lossy().to_string();
     numbers(&path("numbers.lance")).await;
@@ -367,4 +405,5 @@ pub(crate) async fn create_all(dir: &std::path::Path) {
     versions(&path("versions.lance")).await;
     empty(&path("empty.lance")).await;
     types(&path("types.lance")).await;
+    indexed(&path("indexed.lance")).await;
 }

@@ -35,9 +35,33 @@ impl Fault {
     }
 }
 
+/// Something to do before a chosen call (see [`FaultInjector::before_call`]).
+struct Hook {
+    operation: &'static str,
+    pattern: &'static str,
+    /// Runs before the `nth` matching call (1-based), every `every` calls
+    /// after that when set, while `remaining` runs are left.
+    nth: usize,
+    every: Option<usize>,
+    remaining: usize,
+    seen: usize,
+    action: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hook")
+            .field("operation", &self.operation)
+            .field("pattern", &self.pattern)
+            .field("nth", &self.nth)
+            .finish_non_exhaustive()
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     faults: Vec<(Fault, usize, usize)>, // fault, matching calls seen, failures injected
+    hooks: Vec<Hook>,
     /// Delay (ms) for operations on paths containing a pattern.
     delays: Vec<(&'static str, &'static str, u64)>,
     /// Every call: (operation, path).
@@ -49,6 +73,7 @@ struct State {
 pub(crate) struct FaultInjector {
     state: Arc<Mutex<State>>,
     calls: Arc<AtomicUsize>,
+    hooks_run: Arc<AtomicUsize>,
 }
 
 impl FaultInjector {
@@ -74,6 +99,36 @@ impl FaultInjector {
             .unwrap()
             .delays
             .push((operation, pattern, millis));
+    }
+
+    /// Runs `action` (blocking the calling thread) before the `nth` call
+    /// (1-based) of `operation` on a path containing `pattern`, then before
+    /// every `every`-th matching call after it, `times` times in all. The
+    /// call proceeds once `action` returns: a hook interleaves another
+    /// writer's commit with this process's statements deterministically.
+    pub(crate) fn before_call(
+        &self,
+        operation: &'static str,
+        pattern: &'static str,
+        nth: usize,
+        every: Option<usize>,
+        times: usize,
+        action: impl Fn() + Send + Sync + 'static,
+    ) {
+        self.state.lock().unwrap().hooks.push(Hook {
+            operation,
+            pattern,
+            nth,
+            every,
+            remaining: times,
+            seen: 0,
+            action: Arc::new(action),
+        });
+    }
+
+    /// How many times hooks ran.
+    pub(crate) fn hooks_run(&self) -> usize {
+        self.hooks_run.load(Ordering::SeqCst)
     }
 
     /// The calls recorded so far whose path contains `pattern`.
@@ -106,6 +161,7 @@ impl FaultInjector {
         let state = Arc::clone(&self.state);
         let state_for_delay = Arc::clone(&self.state);
         let calls = Arc::clone(&self.calls);
+        let hooks_run = Arc::clone(&self.hooks_run);
         policy.set_before_policy(
             "faults",
             Arc::new(
@@ -113,6 +169,31 @@ impl FaultInjector {
                     calls.fetch_add(1, Ordering::Relaxed);
                     let mut state = state.lock().unwrap();
                     state.calls.push((operation.to_string(), path.to_string()));
+                    let mut due = Vec::new();
+                    for hook in state.hooks.iter_mut() {
+                        if hook.operation != operation || !path.as_ref().contains(hook.pattern) {
+                            continue;
+                        }
+                        hook.seen += 1;
+                        let at = hook.seen >= hook.nth
+                            && match hook.every {
+                                None => hook.seen == hook.nth,
+                                Some(k) => (hook.seen - hook.nth) % k.max(1) == 0,
+                            };
+                        if at && hook.remaining > 0 {
+                            hook.remaining -= 1;
+                            due.push(Arc::clone(&hook.action));
+                        }
+                    }
+                    if !due.is_empty() {
+                        // Run outside the lock: the action may use stores of this injector.
+                        drop(state);
+                        for action in due {
+                            action();
+                            hooks_run.fetch_add(1, Ordering::SeqCst);
+                        }
+                        state = state_for_delay.lock().unwrap();
+                    }
                     let delay: u64 = state
                         .delays
                         .iter()

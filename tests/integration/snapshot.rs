@@ -7,12 +7,13 @@ use datafusion::physical_plan::{
     ExecutionPlan, ExecutionPlanProperties, collect, execute_stream_partitioned,
 };
 use datafusion::prelude::SessionContext;
-use datafusion_lance::LanceScanExec;
+use datafusion_lance::{LanceScanExec, LanceTableProvider};
 use futures::TryStreamExt;
 use lance::dataset::WriteMode;
 
+use crate::faults::FaultInjector;
 use crate::fixtures::{numbers_batch, params, write};
-use crate::util::{context, dataset_path, ints, private_cache};
+use crate::util::{append_elsewhere, context, dataset_path, ints, private_cache};
 
 /// Table `t`: 400 numbers rows in fragments of 50, registered in a context
 /// with `partitions` target partitions. Returns the dataset URI and context.
@@ -211,4 +212,152 @@ async fn the_scan_node_is_plain_data() {
     assert_eq!(node.columns(), ["id"]);
     assert_eq!(node.filter(), None);
     assert_eq!(node.limit(), Some(7));
+}
+
+/// Another process commits while a statement is being planned — after the
+/// statement looked up the table's latest version once, before the rest of
+/// its references to the table were planned. Every reference still reads
+/// the one version: two names for the table, a self-join and scalar
+/// subqueries all agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_during_planning_does_not_split_a_statement() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    write(
+        &uri,
+        vec![numbers_batch(0, 400)],
+        params(WriteMode::Create, 50),
+    )
+    .await;
+    let faults = FaultInjector::new();
+    let store = faults.params();
+    let ctx = context(4, &private_cache());
+    for name in ["t", "t2"] {
+        let provider = LanceTableProvider::builder(&uri)
+            .with_name(name)
+            .with_store_params(store.clone())
+            .build()
+            .await
+            .unwrap();
+        ctx.register_table(name, Arc::new(provider)).unwrap();
+    }
+    // Another process appends 100 rows (version 2). The statement looks up
+    // the latest version and starts reading its manifest; before that read
+    // proceeds, the other process appends 100 more (version 3).
+    append_elsewhere(&uri, 400, 100);
+    let other = uri.clone();
+    let version_2 = format!("_versions/{}.manifest", u64::MAX - 2);
+    faults.before_call("get_opts", version_2.leak(), 1, None, 1, move || {
+        append_elsewhere(&other, 500, 100)
+    });
+    let df = ctx
+        .sql(
+            "SELECT (SELECT count(*) FROM t) AS a, (SELECT count(*) FROM t2) AS b, \
+             (SELECT count(*) FROM t x JOIN t y ON x.id = y.id) AS c",
+        )
+        .await
+        .unwrap();
+    let plan = df.create_physical_plan().await.unwrap();
+    // (The counts come from the scans' statistics; the join's scans remain.)
+    let versions = scan_versions(&plan);
+    assert_eq!(versions.len(), 2, "{versions:?}");
+    let rows = collect(plan, ctx.task_ctx()).await.unwrap();
+    let counts = crate::util::sorted_rows(&rows);
+    assert_eq!(
+        counts,
+        ["500|500|500"],
+        "one version for the whole statement"
+    );
+    assert!(versions.iter().all(|&v| v == 2), "{versions:?}");
+
+    // The other process's commit happened; the next statement sees it.
+    assert_eq!(
+        ints(
+            &ctx,
+            "SELECT (SELECT count(*) FROM t) AS a, (SELECT count(*) FROM t2) AS b"
+        )
+        .await,
+        vec![600, 600]
+    );
+    assert_eq!(faults.hooks_run(), 1, "the competing commit ran");
+}
+
+/// The version of every Lance scan in `plan` (scalar subqueries included).
+fn scan_versions(plan: &Arc<dyn ExecutionPlan>) -> Vec<u64> {
+    let text = datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string();
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.split("LanceScanExec:").nth(1)?;
+            let version = rest.split("version=").nth(1)?.split(',').next()?;
+            version.trim().parse().ok()
+        })
+        .collect()
+}
+
+/// Another process moves a tag and removes a version; a table registered in
+/// this process afterwards follows the tag to its new version, and a removed
+/// version fails naming it — nothing about where a pin points is cached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_and_versions_are_resolved_at_registration() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "versions.lance");
+    crate::fixtures::versions(&uri).await; // v1..v4, tag 'second' -> v2
+    let ctx = context(2, &private_cache());
+    let register = |name: &str, option: &str, value: &str| {
+        format!(
+            "CREATE EXTERNAL TABLE {name} STORED AS LANCE LOCATION '{uri}' \
+             OPTIONS ('lance.{option}' '{value}')"
+        )
+    };
+    ctx.sql(&register("tag_before", "tag", "second"))
+        .await
+        .unwrap();
+    ctx.sql(&register("v1_before", "version", "1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM tag_before").await,
+        vec![20]
+    );
+
+    // Elsewhere: the tag moves to version 3, version 1 is cleaned up.
+    let mut other = lance::Dataset::open(&uri).await.unwrap();
+    other.tags().update("second", 3u64).await.unwrap();
+    other
+        .cleanup_old_versions(chrono::Duration::zero(), Some(true), Some(false))
+        .await
+        .unwrap();
+    other = lance::Dataset::open(&uri).await.unwrap();
+    assert!(
+        other.checkout_version(1).await.is_err(),
+        "version 1 is gone"
+    );
+
+    ctx.sql(&register("tag_after", "tag", "second"))
+        .await
+        .unwrap();
+    assert_eq!(ints(&ctx, "SELECT count(*) FROM tag_after").await, vec![30]);
+    let err = ctx
+        .sql(&register("v1_after", "version", "1"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("version 1 does not exist in the Lance dataset at")
+            && err.contains("(latest version: 4)"),
+        "{err}"
+    );
+    let err = ctx
+        .sql(&register("gone", "tag", "no_such_tag"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("tag 'no_such_tag' does not exist"), "{err}");
+    // The table registered before the move keeps the version it resolved.
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM tag_before").await,
+        vec![20]
+    );
 }

@@ -95,3 +95,26 @@ pub(crate) async fn validates(uri: &str) {
         .await
         .unwrap_or_else(|e| panic!("{uri} does not validate: {e}"));
 }
+
+/// Appends the `numbers` rows `start..start + n` to the dataset at `uri` the
+/// way another process would: its own Lance session and runtime, on its own
+/// thread. Blocks until committed, so it can run inside a store hook.
+pub(crate) fn append_elsewhere(uri: &str, start: i64, n: usize) {
+    let uri = uri.to_string();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            crate::fixtures::write(
+                &uri,
+                vec![crate::fixtures::numbers_batch(start, n)],
+                crate::fixtures::params(lance::dataset::WriteMode::Append, 1000),
+            )
+            .await;
+        });
+    })
+    .join()
+    .expect("the other writer");
+}

@@ -1,0 +1,43 @@
+//! [`VersionClauseGuard`]: a time-travel clause in a query is an error, never
+//! silently dropped.
+//!
+//! Some SQL dialects (Databricks, BigQuery, MS SQL, Snowflake) parse
+//! `FROM t VERSION AS OF 3`, `TIMESTAMP AS OF ...`, `FOR SYSTEM_TIME AS OF ...`
+//! or `AT(...)`, and DataFusion 54 then plans the table *ignoring* the clause:
+//! the query would read the latest rows while the user asked for old ones.
+//! Until time travel is supported in query syntax, every such clause fails
+//! naming the table and the clause. Old versions are read through a table
+//! registered with `OPTIONS ('lance.version' '<n>')` or `('lance.tag' '<t>')`.
+
+use datafusion::common::plan_err;
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::planner::{
+    RelationPlanner, RelationPlannerContext, RelationPlanning,
+};
+use datafusion::sql::sqlparser::ast::TableFactor;
+
+/// Rejects table references that carry a version or timestamp clause.
+#[derive(Debug, Default)]
+pub struct VersionClauseGuard {}
+
+impl RelationPlanner for VersionClauseGuard {
+    fn plan_relation(
+        &self,
+        relation: TableFactor,
+        _context: &mut dyn RelationPlannerContext,
+    ) -> DFResult<RelationPlanning> {
+        if let TableFactor::Table {
+            name,
+            version: Some(version),
+            ..
+        } = &relation
+        {
+            return plan_err!(
+                "'{version}' on table '{name}' is not supported: DataFusion would ignore it and read \
+                 the latest version. To read an older version, register the table with \
+                 OPTIONS ('lance.version' '<n>') or ('lance.tag' '<tag>')"
+            );
+        }
+        Ok(RelationPlanning::Original(Box::new(relation)))
+    }
+}
