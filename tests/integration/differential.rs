@@ -15,7 +15,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::fixtures::{numbers, numbers_batch, numbers_schema};
-use crate::util::{context, dataset_path, private_cache, try_rows};
+use crate::util::{Agreement, context, dataset_path, private_cache, try_rows};
 
 const SEED: u64 = 0x1a2c_e5d1;
 const QUERIES_PER_PARTITIONING: usize = 160;
@@ -48,21 +48,27 @@ fn float_lit(rng: &mut StdRng) -> String {
     .to_string()
 }
 
+/// A string literal: mostly a value of the fixture (its id chosen so the
+/// row exists), sometimes a near miss.
 fn str_lit(rng: &mut StdRng) -> String {
-    let n = rng.random_range(0..1000);
-    pick(
-        rng,
-        &[
-            "''".to_string(),
-            format!("'row-{n}'"),
-            format!("'it''s {n}'"),
-            format!("'50%_off\\{n}'"),
-            format!("'Ab{n}'"),
-            "'row-'".to_string(),
-            "'zzz'".to_string(),
-        ],
-    )
-    .clone()
+    // An id whose `s` has the shape of residue `r` (mod 7) and that was not
+    // deleted (id % 17 = 5).
+    let mut id_of = |r: i64| loop {
+        let id = rng.random_range(0..142) * 7 + r;
+        if id % 17 != 5 && id < 1000 {
+            return id;
+        }
+    };
+    let values = [
+        "''".to_string(),
+        format!("'row-{}'", id_of(5)),
+        format!("'it''s {}'", id_of(2)),
+        format!("'50%_off\\{}'", id_of(3)),
+        format!("'Ab{}'", id_of(4)),
+        "'row-'".to_string(),
+        "'zzz'".to_string(),
+    ];
+    pick(rng, &values).clone()
 }
 
 fn like_pattern(rng: &mut StdRng) -> String {
@@ -73,7 +79,6 @@ fn like_pattern(rng: &mut StdRng) -> String {
             "'row-9_'",
             "'%''%'",
             "'50\\%%'",
-            "'50!%!_off%' ESCAPE '!'",
             "'%\\\\1%'",
             "'_'",
             "''",
@@ -180,17 +185,18 @@ pub(crate) fn atom(rng: &mut StdRng) -> String {
     }
 }
 
+/// A random predicate (`OR` drawn twice as often as `AND`).
 fn predicate(rng: &mut StdRng, depth: u32) -> String {
     if depth == 0 || rng.random_bool(0.35) {
         return format!("({})", atom(rng));
     }
-    match rng.random_range(0..3) {
+    match rng.random_range(0..4) {
         0 => format!(
             "({} AND {})",
             predicate(rng, depth - 1),
             predicate(rng, depth - 1)
         ),
-        1 => format!(
+        1 | 2 => format!(
             "({} OR {})",
             predicate(rng, depth - 1),
             predicate(rng, depth - 1)
@@ -219,10 +225,30 @@ fn query(rng: &mut StdRng, table: &str) -> String {
         0 => format!(
             "SELECT count(*) FROM (SELECT {} FROM {table}{filter} LIMIT {})",
             projection.join(", "),
-            rng.random_range(0..40)
+            rng.random_range(1..40)
         ),
         1 => format!("SELECT count(*), count(v), count(s) FROM {table}{filter}"),
         _ => format!("SELECT {} FROM {table}{filter}", projection.join(", ")),
+    }
+}
+
+/// `sql`, or — when its predicate selects nothing in DataFusion's answer
+/// over the `MemTable` — the same query asking for the complement
+/// (`(p) IS NOT TRUE`: the rows where `p` is false or NULL). Predicates full
+/// of NULL comparisons select nothing one way and most rows the other;
+/// comparing empty results proves little.
+pub(crate) async fn selective(ctx: &datafusion::prelude::SessionContext, sql: String) -> String {
+    let Some((head, predicate)) = sql.split_once(" WHERE ") else {
+        return sql;
+    };
+    let (predicate, tail) = match predicate.rsplit_once(" LIMIT ") {
+        Some((p, limit)) => (p.to_string(), format!(" LIMIT {limit}")),
+        None => (predicate.to_string(), String::new()),
+    };
+    let oracle = format!("{head} WHERE {predicate}{tail}").replace(" FROM t", " FROM m");
+    match try_rows(ctx, &oracle).await {
+        Ok(rows) if crate::util::selects_rows(&rows) => sql,
+        _ => format!("{head} WHERE ({predicate}) IS NOT TRUE{tail}"),
     }
 }
 
@@ -239,8 +265,8 @@ async fn lance_pushdown_matches_datafusion() {
     let uri = dataset_path(&dir, "numbers.lance");
     numbers(&uri).await;
     // Lance evaluates every accepted filter: that is what the Exact claims promise.
-    let checked = compare(&uri, SEED, "true", &[1, 2, 3, 8], QUERIES_PER_PARTITIONING).await;
-    assert_eq!(checked, 4 * QUERIES_PER_PARTITIONING);
+    let agreement = compare(&uri, SEED, "true", &[1, 2, 3, 8], QUERIES_PER_PARTITIONING).await;
+    agreement.assert_meaningful("pushdown = true");
 }
 
 /// The same with scalar indices on every filtered column: Lance answers the
@@ -271,7 +297,7 @@ async fn indexed_pushdown_matches_datafusion() {
             .unwrap();
     }
     assert_eq!(dataset.load_indices().await.unwrap().len(), 5);
-    let checked = compare(
+    let agreement = compare(
         &uri,
         SEED ^ 0x5eed,
         "auto",
@@ -279,21 +305,21 @@ async fn indexed_pushdown_matches_datafusion() {
         QUERIES_PER_PARTITIONING,
     )
     .await;
-    assert_eq!(checked, 2 * QUERIES_PER_PARTITIONING);
+    agreement.assert_meaningful("indexed, pushdown = auto");
 }
 
 /// Runs `queries` generated queries per partition count against the Lance
-/// table at `uri` and the same rows in a `MemTable`; returns how many agreed.
+/// table at `uri` and the same rows in a `MemTable`.
 async fn compare(
     uri: &str,
     seed: u64,
     pushdown: &str,
     partitionings: &[usize],
     queries: usize,
-) -> usize {
+) -> Agreement {
     let cache = private_cache();
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut checked = 0;
+    let mut agreement = Agreement::default();
     for &partitions in partitionings {
         let ctx = context(partitions, &cache);
         ctx.sql(&format!("SET lance.pushdown_filters = {pushdown}"))
@@ -307,35 +333,15 @@ async fn compare(
         let mem = MemTable::try_new(numbers_schema(), vec![vec![oracle_rows()]]).unwrap();
         ctx.register_table("m", Arc::new(mem)).unwrap();
         for i in 0..queries {
-            let lance_sql = query(&mut rng, "t");
+            let lance_sql = selective(&ctx, query(&mut rng, "t")).await;
             let mem_sql = lance_sql.replace(" FROM t", " FROM m");
-            let (got, want) = (
+            agreement.record(
                 try_rows(&ctx, &lance_sql).await,
                 try_rows(&ctx, &mem_sql).await,
+                format!("seed {seed:#x}, target_partitions {partitions}, query {i}: {lance_sql}"),
             );
-            let (got, want) = match (got, want) {
-                // Both engines reject the query (e.g. an unsupported ESCAPE).
-                (Err(_), Err(_)) => {
-                    checked += 1;
-                    continue;
-                }
-                (Ok(got), Ok(want)) => (got, want),
-                (got, want) => panic!(
-                    "one side failed (seed {seed:#x}, target_partitions {partitions}, query {i}):\n  {lance_sql}\n  lance: {:?}\n  memory: {:?}",
-                    got.err(),
-                    want.err()
-                ),
-            };
-            assert!(
-                got == want,
-                "mismatch (seed {seed:#x}, target_partitions {partitions}, query {i}):\n  {lance_sql}\n  lance: {} rows {:?}\n  memory: {} rows {:?}",
-                got.len(),
-                got.iter().take(5).collect::<Vec<_>>(),
-                want.len(),
-                want.iter().take(5).collect::<Vec<_>>()
-            );
-            checked += 1;
         }
     }
-    checked
+    eprintln!("differential (seed {seed:#x}, pushdown {pushdown}): {agreement:?}");
+    agreement
 }

@@ -5,11 +5,14 @@
 mod fixtures;
 
 mod cli;
+mod contention;
 mod differential;
 mod faults;
 mod fuzz;
+mod index_pushdown;
 mod merges;
 mod reliability;
+mod scans;
 mod session;
 mod snapshot;
 mod util;

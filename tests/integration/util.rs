@@ -118,3 +118,75 @@ pub(crate) fn append_elsewhere(uri: &str, start: i64, n: usize) {
     .join()
     .expect("the other writer");
 }
+
+/// Outcome counts of a differential run (the same query against Lance and
+/// against DataFusion over a `MemTable`).
+#[derive(Debug, Default)]
+pub(crate) struct Agreement {
+    /// Queries run.
+    pub(crate) queries: usize,
+    /// Both sides returned the same rows, and they select something.
+    pub(crate) same_rows: usize,
+    /// Both sides returned the same empty (or all-zero count) result.
+    pub(crate) same_empty: usize,
+    /// Both sides failed: not a comparison.
+    pub(crate) both_failed: usize,
+}
+
+impl Agreement {
+    /// Compares one query's results; panics with `context` when they differ
+    /// or only one side failed.
+    pub(crate) fn record(
+        &mut self,
+        lance: Result<Vec<String>, String>,
+        memory: Result<Vec<String>, String>,
+        context: impl std::fmt::Display,
+    ) {
+        self.queries += 1;
+        match (lance, memory) {
+            (Ok(got), Ok(want)) => {
+                assert!(
+                    got == want,
+                    "mismatch ({context}):\n  lance: {} rows {:?}\n  memory: {} rows {:?}",
+                    got.len(),
+                    got.iter().take(5).collect::<Vec<_>>(),
+                    want.len(),
+                    want.iter().take(5).collect::<Vec<_>>()
+                );
+                if selects_rows(&got) {
+                    self.same_rows += 1;
+                } else {
+                    self.same_empty += 1;
+                }
+            }
+            (Err(a), Err(b)) => {
+                self.both_failed += 1;
+                eprintln!("both sides failed ({context}): {a} / {b}");
+            }
+            (got, want) => panic!(
+                "one side failed ({context}):\n  lance: {:?}\n  memory: {:?}",
+                got.err(),
+                want.err()
+            ),
+        }
+    }
+
+    /// The run compared something: at least 90% of the queries selected rows
+    /// on both sides and at most 5% failed on both.
+    pub(crate) fn assert_meaningful(&self, what: &str) {
+        assert!(self.queries > 0, "{what}: no queries");
+        assert!(
+            self.same_rows * 10 >= self.queries * 9,
+            "{what}: too few queries select rows: {self:?}"
+        );
+        assert!(
+            self.both_failed * 20 <= self.queries,
+            "{what}: too many queries fail: {self:?}"
+        );
+    }
+}
+
+/// True when a result selects something: a row that is not all zero counts.
+pub(crate) fn selects_rows(rows: &[String]) -> bool {
+    rows.iter().any(|r| r.split('|').any(|v| v != "0"))
+}

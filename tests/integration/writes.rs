@@ -585,3 +585,38 @@ async fn creation_options_take_effect() {
     );
     assert!(!plain.manifest().uses_stable_row_ids());
 }
+
+/// TRUNCATE reports the rows of the version it replaced: when another
+/// process appends between planning and commit, those rows are removed and
+/// counted too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncate_counts_the_rows_it_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    numbers(&uri).await; // 941 rows
+    let ctx = context(2, &private_cache());
+    sql(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await
+    .unwrap();
+    let plan = ctx
+        .sql("TRUNCATE TABLE t")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    crate::util::append_elsewhere(&uri, 5000, 58);
+    let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+        .await
+        .unwrap();
+    assert_eq!(ints_of(&batches), 941 + 58);
+    assert_eq!(ints(&ctx, "SELECT count(*) FROM t").await, vec![0]);
+    assert_eq!(
+        version(&ctx, "t").await,
+        4,
+        "fixture (2), the append, the truncate"
+    );
+}
