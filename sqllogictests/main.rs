@@ -182,6 +182,7 @@ async fn run_file(path: &Path, complete: bool) -> Result<(), String> {
         .prefix(&format!("slt-{name}-"))
         .tempdir()
         .map_err(|e| e.to_string())?;
+    unnamed_errors(path)?;
     let ctx = context_for(scratch.path()).await;
     let scratch_str = scratch.path().to_string_lossy().to_string();
     let mut runner = Runner::new(move || {
@@ -206,6 +207,32 @@ async fn run_file(path: &Path, complete: bool) -> Result<(), String> {
             .run_file_async(path)
             .await
             .map_err(|e| e.display(true).to_string())
+    }
+}
+
+/// Every expected error names its message: a bare `statement error` would
+/// pass on any failure, including the wrong one.
+fn unnamed_errors(path: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let bare: Vec<String> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            matches!(
+                words.as_slice(),
+                ["statement", "error"] | ["query", "error"] | ["query", _, "error"]
+            )
+        })
+        .map(|(i, _)| format!("line {}", i + 1))
+        .collect();
+    if bare.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "expected errors without a message ({}): write `statement error <regex>`",
+            bare.join(", ")
+        ))
     }
 }
 

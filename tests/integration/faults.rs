@@ -5,6 +5,9 @@
 //! successful calls, and every call is recorded.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use datafusion::prelude::SessionContext;
+use datafusion_lance::LanceTableProvider;
 use std::sync::{Arc, Mutex};
 
 use lance_core::utils::testing::{ProxyObjectStore, ProxyObjectStorePolicy};
@@ -21,6 +24,8 @@ pub(crate) struct Fault {
     pub(crate) pattern: &'static str,
     pub(crate) skip: usize,
     pub(crate) times: usize,
+    /// Calls counted with other faults sharing it (for `skip`), if any.
+    pub(crate) shared: Option<Arc<AtomicUsize>>,
 }
 
 impl Fault {
@@ -31,6 +36,7 @@ impl Fault {
             pattern,
             skip: 0,
             times: usize::MAX,
+            shared: None,
         }
     }
 }
@@ -84,6 +90,21 @@ impl FaultInjector {
     /// Adds a fault.
     pub(crate) fn fail(&self, fault: Fault) {
         self.state.lock().unwrap().faults.push((fault, 0, 0));
+    }
+
+    /// Fails every call matching any of `rules` once `skip` calls matching
+    /// any of them have succeeded (e.g. "after two files were written").
+    pub(crate) fn fail_after(&self, rules: &[(&'static str, &'static str)], skip: usize) {
+        let shared = Arc::new(AtomicUsize::new(0));
+        for &(operation, pattern) in rules {
+            self.fail(Fault {
+                operation,
+                pattern,
+                skip,
+                times: usize::MAX,
+                shared: Some(Arc::clone(&shared)),
+            });
+        }
     }
 
     /// Removes every fault.
@@ -210,7 +231,11 @@ impl FaultInjector {
                     for (fault, seen, injected) in state.faults.iter_mut() {
                         if fault.operation == operation && path.as_ref().contains(fault.pattern) {
                             *seen += 1;
-                            if *seen > fault.skip && *injected < fault.times {
+                            let calls = match &fault.shared {
+                                Some(shared) => shared.fetch_add(1, Ordering::SeqCst) + 1,
+                                None => *seen,
+                            };
+                            if calls > fault.skip && *injected < fault.times {
                                 *injected += 1;
                                 return Err(lance_core::Error::io(format!(
                                     "injected fault: {operation} {path}"
@@ -238,5 +263,89 @@ impl WrappingObjectStore for FaultInjector {
     ) -> Option<Arc<dyn PaginatedListStore>> {
         // Listings go through `wrap`, so faults apply to them too.
         None
+    }
+}
+
+/// A table `t (id, v, tag)` with ids 0..100 (primary key `id`) in five
+/// fragments at `uri`, registered in `ctx` and, through `faults`, as `ft`.
+pub(crate) async fn faulty_table(ctx: &SessionContext, uri: &str, faults: &FaultInjector) {
+    crate::util::ok(
+        ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, v BIGINT, tag VARCHAR, PRIMARY KEY (id)) \
+             STORED AS LANCE LOCATION '{uri}'"
+        ),
+    )
+    .await;
+    crate::util::ok(ctx, "SET lance.max_rows_per_file = 20").await;
+    crate::util::ok(
+        ctx,
+        "INSERT INTO t SELECT value, value * 2, 'seed' FROM generate_series(0, 99)",
+    )
+    .await;
+    crate::util::ok(ctx, "SET lance.max_rows_per_file = 1048576").await;
+    let provider = LanceTableProvider::builder(uri)
+        .with_name("ft")
+        .with_store_params(faults.params())
+        .build()
+        .await
+        .unwrap();
+    ctx.register_table("ft", Arc::new(provider)).unwrap();
+}
+
+/// Stores for `faulty://<bucket>/<path>` URLs: the process's shared
+/// in-memory buckets (`shared-memory://<bucket>/<path>` reads the same
+/// objects) with every call routed through an injector. For statements that
+/// open their store by URL, such as `COPY ... TO '<url>' STORED AS LANCE`.
+#[derive(Debug)]
+struct FaultyStores {
+    injector: FaultInjector,
+}
+
+impl FaultInjector {
+    /// Makes `faulty://` URLs opened through `session` go through this injector.
+    pub(crate) fn register_scheme(&self, session: &lance::session::Session) {
+        session.store_registry().insert(
+            "faulty",
+            Arc::new(FaultyStores {
+                injector: self.clone(),
+            }),
+        );
+    }
+}
+
+#[async_trait::async_trait]
+impl lance_io::object_store::ObjectStoreProvider for FaultyStores {
+    async fn new_store(
+        &self,
+        base_path: url::Url,
+        params: &ObjectStoreParams,
+    ) -> lance_core::Result<lance_io::object_store::ObjectStore> {
+        use lance_io::object_store::providers::shared_memory::SharedMemoryStoreProvider;
+        let shared = url::Url::parse(&base_path.as_str().replacen(
+            "faulty://",
+            "shared-memory://",
+            1,
+        ))
+        .map_err(|e| lance_core::Error::invalid_input(e.to_string()))?;
+        let mut store = SharedMemoryStoreProvider::default()
+            .new_store(shared, params)
+            .await?;
+        store.inner = self.injector.wrap("", Arc::clone(&store.inner));
+        Ok(store)
+    }
+
+    fn extract_path(&self, url: &url::Url) -> lance_core::Result<object_store_014::path::Path> {
+        Ok(object_store_014::path::Path::from(
+            url.path().trim_start_matches('/'),
+        ))
+    }
+
+    fn calculate_object_store_prefix(
+        &self,
+        url: &url::Url,
+        _storage_options: Option<&std::collections::HashMap<String, String>>,
+    ) -> lance_core::Result<String> {
+        Ok(format!("faulty${}", url.authority()))
     }
 }

@@ -16,4 +16,5 @@ mod scans;
 mod session;
 mod snapshot;
 mod util;
+mod write_faults;
 mod writes;

@@ -154,33 +154,63 @@ async fn disjoint_concurrent_merges_all_succeed() {
 
 /// Separate processes (lance-sql) merging the same new keys into a table
 /// with a primary key: Lance's key conflict detection keeps each key once.
+/// The processes overlap for real: each registers the table and reports
+/// ready, and only when all three are ready do they get their MERGE.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn merges_from_separate_processes_keep_each_key_once() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     let uri = dataset_path(&dir, "t.lance");
     let ctx = context(2, &private_cache());
     table(&ctx, &uri, true).await;
-    let processes: Vec<_> = (0..3)
-        .map(|w| {
+    let mut children: Vec<_> = (0..3)
+        .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_lance-sql"))
-                .args([
-                    "-q",
-                    "-c",
-                    &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
-                    "-c",
-                    &format!(
-                        "SELECT * FROM lance_merge('t', (SELECT value AS id, {w} AS v, 'p' AS tag \
-                         FROM generate_series(0, 199)), 'id')"
-                    ),
-                ])
-                .stdout(std::process::Stdio::null())
+                .args(["-q", "--format", "csv"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    for mut p in processes {
-        assert!(p.wait().unwrap().success());
+    // Barrier: every process has opened the table before any merges.
+    let mut outputs = Vec::new();
+    for child in children.iter_mut() {
+        let stdin = child.stdin.as_mut().unwrap();
+        writeln!(
+            stdin,
+            "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}';\nSELECT 'ready' AS state;"
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = lines
+            .by_ref()
+            .map(|l| l.unwrap())
+            .any(|l| l.trim() == "ready");
+        assert!(ready, "a lance-sql process never got ready");
+        outputs.push(lines);
     }
+    for (w, child) in children.iter_mut().enumerate() {
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(
+            stdin,
+            "SELECT inserted FROM lance_merge('t', (SELECT value AS id, {w} AS v, 'p' AS tag \
+             FROM generate_series(0, 199)), 'id');\n\\q"
+        )
+        .unwrap();
+    }
+    let mut inserted = 0;
+    for (child, lines) in children.iter_mut().zip(outputs) {
+        inserted += lines
+            .map(|l| l.unwrap())
+            .filter_map(|l| l.trim().parse::<i64>().ok())
+            .sum::<i64>();
+        assert!(child.wait().unwrap().success());
+    }
+    assert_eq!(inserted, 200, "each key inserted by exactly one process");
     assert_eq!(
         ints(&ctx, "SELECT count(*), count(DISTINCT id) FROM t").await,
         vec![200, 200]

@@ -6,263 +6,16 @@
 //! distinct ids) and version. `DATAFUSION_LANCE_NIGHTLY=1` runs the big tier
 //! (`make test-nightly`).
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
-use datafusion::arrow::array::{Array, BinaryArray, Float64Array, RecordBatch};
-use datafusion::prelude::SessionContext;
-use datafusion_lance::LanceTableProvider;
-use futures::StreamExt;
-use lance::dataset::builder::DatasetBuilder;
-use lance_table::io::deletion::relative_deletion_file_path;
+use datafusion::arrow::array::{Array, BinaryArray, Float64Array};
 use rand::{Rng, SeedableRng};
 
-use crate::faults::{Fault, FaultInjector};
-use crate::util::{context, dataset_path, ints, private_cache, validates};
+use crate::faults::{Fault, FaultInjector, faulty_table};
+use crate::util::{context, dataset_path, ints, ok, private_cache, referenced_files, sql};
 
 pub(crate) fn nightly() -> bool {
     std::env::var("DATAFUSION_LANCE_NIGHTLY").is_ok_and(|v| v == "1")
-}
-
-async fn sql(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<Vec<RecordBatch>> {
-    ctx.sql(sql).await?.collect().await
-}
-
-async fn ok(ctx: &SessionContext, statement: &str) {
-    sql(ctx, statement)
-        .await
-        .unwrap_or_else(|e| panic!("{statement}: {e}"));
-}
-
-/// (version, count, sum of ids, distinct ids) of table `t`.
-async fn state(ctx: &SessionContext) -> Vec<i64> {
-    let mut s = ints(ctx, "SELECT max(version) FROM lance_versions('t')").await;
-    s.extend(
-        ints(
-            ctx,
-            "SELECT count(*), coalesce(sum(id), 0), count(DISTINCT id) FROM t",
-        )
-        .await,
-    );
-    s
-}
-
-/// Every data file (`data/`) and deletion file (`_deletions/`) of the dataset
-/// at `uri`.
-async fn data_files(uri: &str) -> BTreeSet<String> {
-    let (store, base, _) = DatasetBuilder::from_uri(uri)
-        .build_object_store()
-        .await
-        .unwrap();
-    let mut files = BTreeSet::new();
-    for dir in ["data", "_deletions"] {
-        let listed: Vec<String> = store
-            .inner
-            .list(Some(&base.clone().join(dir)))
-            .map(|m| format!("{dir}/{}", m.unwrap().location.filename().unwrap()))
-            .collect()
-            .await;
-        files.extend(listed);
-    }
-    files
-}
-
-/// Data and deletion files referenced by the latest version.
-async fn referenced_files(uri: &str) -> BTreeSet<String> {
-    let ds = DatasetBuilder::from_uri(uri).load().await.unwrap();
-    let mut files = BTreeSet::new();
-    for f in ds.fragments().iter() {
-        files.extend(f.files.iter().map(|d| format!("data/{}", d.path)));
-        if let Some(deletion) = &f.deletion_file {
-            files.insert(relative_deletion_file_path(f.id, deletion));
-        }
-    }
-    files
-}
-
-/// A table `t (id, v, tag)` with ids 0..100 (primary key `id`) at `uri`,
-/// registered in `ctx` and, through `faults`, as `ft`.
-async fn faulty_table(ctx: &SessionContext, uri: &str, faults: &FaultInjector) {
-    ok(
-        ctx,
-        &format!(
-            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, v BIGINT, tag VARCHAR, PRIMARY KEY (id)) \
-             STORED AS LANCE LOCATION '{uri}'"
-        ),
-    )
-    .await;
-    ok(
-        ctx,
-        "INSERT INTO t SELECT value, value * 2, 'seed' FROM generate_series(0, 99)",
-    )
-    .await;
-    let provider = LanceTableProvider::builder(uri)
-        .with_name("ft")
-        .with_store_params(faults.params())
-        .build()
-        .await
-        .unwrap();
-    ctx.register_table("ft", Arc::new(provider)).unwrap();
-}
-
-const STATEMENTS: &[(&str, &str)] = &[
-    (
-        "INSERT",
-        "INSERT INTO ft SELECT value, 0, 'new' FROM generate_series(1000, 1299)",
-    ),
-    (
-        "INSERT OVERWRITE",
-        "INSERT OVERWRITE ft SELECT value, 0, 'new' FROM generate_series(1000, 1299)",
-    ),
-    (
-        "lance_merge",
-        "SELECT * FROM lance_merge('ft', (SELECT value AS id, 7 AS v, 'm' AS tag \
-         FROM generate_series(50, 149)), 'id')",
-    ),
-    ("DELETE", "DELETE FROM ft WHERE id % 3 = 0"),
-    ("UPDATE", "UPDATE ft SET v = v + 1 WHERE id % 3 = 0"),
-];
-
-/// Where a write can fail: writing data (or deletion) files, the
-/// transaction file, or the manifest.
-const STAGES: &[(&str, &[(&str, &str)])] = &[
-    (
-        "data files",
-        &[
-            ("put", "/data/"),
-            ("put_multipart", "/data/"),
-            ("put", "/_deletions/"),
-            ("put_multipart", "/_deletions/"),
-        ],
-    ),
-    (
-        "transaction file",
-        &[
-            ("put", "/_transactions/"),
-            ("put_multipart", "/_transactions/"),
-        ],
-    ),
-    (
-        "manifest",
-        &[
-            ("put", "/_versions/"),
-            ("put_multipart", "/_versions/"),
-            ("rename", "/_versions/"),
-            ("copy", "/_versions/"),
-        ],
-    ),
-];
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn store_faults_at_every_stage_of_every_write_change_nothing() {
-    for (s, (statement, sql_text)) in STATEMENTS.iter().enumerate() {
-        for (g, (stage, rules)) in STAGES.iter().enumerate() {
-            // shared memory: every read and write goes through the wrapper
-            let uri = format!("shared-memory://fault-{s}-{g}/t.lance");
-            let ctx = context(2, &private_cache());
-            let faults = FaultInjector::new();
-            faulty_table(&ctx, &uri, &faults).await;
-            ok(&ctx, "SET lance.max_rows_per_file = 64").await;
-            let before = state(&ctx).await;
-            for (operation, pattern) in rules.iter() {
-                faults.fail(Fault::always(operation, pattern));
-            }
-            let result = sql(&ctx, sql_text).await;
-            let injected = faults.injected();
-            faults.clear();
-            let err = match result {
-                Err(e) => e.to_string(),
-                Ok(_) => panic!("{statement} succeeded despite {injected} faults at the {stage}"),
-            };
-            assert!(injected > 0, "{statement}/{stage}: the fault never fired");
-            assert!(err.contains("injected fault"), "{statement}/{stage}: {err}");
-            assert_eq!(
-                state(&ctx).await,
-                before,
-                "{statement}/{stage}: the table changed"
-            );
-            validates(&uri).await;
-            // The statement removed the files it wrote.
-            assert_eq!(
-                data_files(&uri).await,
-                referenced_files(&uri).await,
-                "{statement}/{stage}: the failed statement left files behind"
-            );
-
-            // Whatever the failure left behind is unreferenced and vacuumed.
-            ok(
-                &ctx,
-                &format!(
-                    "SELECT * FROM lance_vacuum('{uri}', 'older_than=0s', 'orphans_older_than=0s')"
-                ),
-            )
-            .await;
-            assert_eq!(
-                data_files(&uri).await,
-                referenced_files(&uri).await,
-                "{statement}/{stage}: unreferenced data files after vacuum"
-            );
-            assert_eq!(
-                state(&ctx).await[1..],
-                before[1..],
-                "{statement}/{stage}: vacuum changed rows"
-            );
-
-            // The next statement succeeds.
-            ok(&ctx, sql_text).await;
-            validates(&uri).await;
-        }
-    }
-}
-
-/// `lance_vacuum` with a zero orphan age, run while an INSERT of the same
-/// process has written data files no version references yet, keeps them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn vacuum_keeps_the_files_of_a_write_in_flight() {
-    let uri = "shared-memory://vacuum-in-flight/t.lance";
-    let ctx = context(2, &private_cache());
-    let faults = FaultInjector::new();
-    faulty_table(&ctx, uri, &faults).await;
-    ok(&ctx, "SET lance.max_rows_per_file = 10").await;
-    let before = data_files(uri).await;
-    faults.delay("put", "/data/", 100);
-    faults.delay("put_multipart", "/data/", 100);
-    let writer = {
-        let ctx = ctx.clone();
-        tokio::spawn(async move {
-            sql(
-                &ctx,
-                "INSERT INTO ft SELECT value, 1, 'x' FROM generate_series(100, 199)",
-            )
-            .await
-        })
-    };
-    // Wait until the statement has written a file no version references.
-    while data_files(uri).await.len() == before.len() {
-        assert!(!writer.is_finished(), "the INSERT ended before writing");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let removed = ints(
-        &ctx,
-        &format!(
-            "SELECT orphans_removed FROM lance_vacuum('{uri}', 'older_than=0s', 'orphans_older_than=0s')"
-        ),
-    )
-    .await;
-    assert_eq!(removed, vec![0]);
-    writer.await.unwrap().unwrap();
-    faults.clear();
-    assert_eq!(
-        ints(
-            &ctx,
-            "SELECT count(*), count(DISTINCT id) FROM ft WHERE id >= 0"
-        )
-        .await,
-        vec![200, 200]
-    );
-    validates(uri).await;
-    assert_eq!(data_files(uri).await, referenced_files(uri).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -293,6 +46,7 @@ async fn transient_read_faults_never_lose_rows() {
                 pattern: "/data/",
                 skip: round,
                 times: 1 + round % 3,
+                shared: None,
             });
         }
         match sql(&ctx, "SELECT count(*), sum(id) FROM ft WHERE v >= 0").await {
@@ -331,55 +85,6 @@ async fn transient_read_faults_never_lose_rows() {
     assert!(err.contains(&victim), "the error names no file: {err}");
     assert!(faults.injected() > 0);
     faults.clear();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_dropped_insert_commits_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let uri = dataset_path(&dir, "t.lance");
-    let ctx = context(2, &private_cache());
-    ok(
-        &ctx,
-        &format!("CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}'"),
-    )
-    .await;
-    ok(
-        &ctx,
-        "INSERT INTO t SELECT value FROM generate_series(0, 9)",
-    )
-    .await;
-    ok(&ctx, "SET lance.max_rows_per_file = 1000").await;
-    let before = state(&ctx).await;
-    let files_before = std::fs::read_dir(format!("{uri}/data")).unwrap().count();
-    let insert = {
-        let ctx = ctx.clone();
-        tokio::spawn(async move {
-            sql(
-                &ctx,
-                "INSERT INTO t SELECT value FROM generate_series(1000, 3000000)",
-            )
-            .await
-        })
-    };
-    // Wait for the first data file of the statement, then drop it.
-    let mut waited = 0;
-    while std::fs::read_dir(format!("{uri}/data")).unwrap().count() == files_before {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        waited += 1;
-        assert!(waited < 12_000, "no data file appeared");
-    }
-    insert.abort();
-    let _ = insert.await;
-    assert_eq!(state(&ctx).await, before, "nothing is visible");
-    // The next statement works; the leftovers are vacuumed.
-    ok(&ctx, "INSERT INTO t VALUES (10)").await;
-    ok(
-        &ctx,
-        "SELECT * FROM lance_vacuum('t', 'older_than=0s', 'orphans_older_than=0s')",
-    )
-    .await;
-    assert_eq!(data_files(&uri).await, referenced_files(&uri).await);
-    assert_eq!(ints(&ctx, "SELECT count(*) FROM t").await, vec![11]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -729,17 +434,23 @@ async fn sigkill_mid_insert_leaves_a_committed_state() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        // Kill while data files are being written: after the first new one
-        // appears, plus a random delay.
+        // Kill while data files are being written: when the k-th new data
+        // file appears. The statement writes 150 files before it commits, so
+        // every kill lands before the commit.
         let files = std::fs::read_dir(format!("{uri}/data")).unwrap().count();
-        for _ in 0..400 {
-            if std::fs::read_dir(format!("{uri}/data")).unwrap().count() > files {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        let k = rng.random_range(1..=40);
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while std::fs::read_dir(format!("{uri}/data")).unwrap().count() < files + k {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "trial {trial}: lance-sql wrote no {k}th data file"
+            );
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "trial {trial}: lance-sql ended before its {k}th data file"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        let max_delay = if trial % 2 == 0 { 200 } else { 4000 };
-        tokio::time::sleep(Duration::from_millis(rng.random_range(0..max_delay))).await;
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
         let fresh = context(2, &private_cache());
@@ -769,5 +480,5 @@ async fn sigkill_mid_insert_leaves_a_committed_state() {
         "SIGKILL trials: {} killed before the commit, {} after",
         outcomes.0, outcomes.1
     );
-    assert_eq!(outcomes.0 + outcomes.1, trials);
+    assert_eq!(outcomes, (trials, 0), "every kill landed before the commit");
 }

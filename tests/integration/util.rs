@@ -2,12 +2,17 @@
 
 use std::sync::Arc;
 
+use std::collections::BTreeSet;
+
 use datafusion::arrow::array::{Int64Array, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_lance::{CacheBudgets, LanceSessionCache, LanceSessionContextExt};
+use futures::StreamExt;
+use lance::dataset::builder::DatasetBuilder;
+use lance_table::io::deletion::relative_deletion_file_path;
 
 /// A context with Lance registered, `partitions` target partitions, and the
 /// given Lance session cache.
@@ -87,10 +92,7 @@ pub(crate) fn dataset_path(dir: &tempfile::TempDir, name: &str) -> String {
 
 /// Lance's own consistency check of the latest version.
 pub(crate) async fn validates(uri: &str) {
-    let ds = lance::dataset::builder::DatasetBuilder::from_uri(uri)
-        .load()
-        .await
-        .unwrap();
+    let ds = DatasetBuilder::from_uri(uri).load().await.unwrap();
     ds.validate()
         .await
         .unwrap_or_else(|e| panic!("{uri} does not validate: {e}"));
@@ -189,4 +191,65 @@ impl Agreement {
 /// True when a result selects something: a row that is not all zero counts.
 pub(crate) fn selects_rows(rows: &[String]) -> bool {
     rows.iter().any(|r| r.split('|').any(|v| v != "0"))
+}
+
+/// Runs `sql` to completion (`MERGE INTO` included).
+pub(crate) async fn sql(
+    ctx: &SessionContext,
+    sql: &str,
+) -> datafusion::error::Result<Vec<RecordBatch>> {
+    ctx.lance_sql(sql).await?.collect().await
+}
+
+/// Runs `statement`, panicking with its error.
+pub(crate) async fn ok(ctx: &SessionContext, statement: &str) {
+    sql(ctx, statement)
+        .await
+        .unwrap_or_else(|e| panic!("{statement}: {e}"));
+}
+
+/// (version, count, sum of ids, distinct ids) of table `t`.
+pub(crate) async fn state(ctx: &SessionContext) -> Vec<i64> {
+    let mut s = ints(ctx, "SELECT max(version) FROM lance_versions('t')").await;
+    s.extend(
+        ints(
+            ctx,
+            "SELECT count(*), coalesce(sum(id), 0), count(DISTINCT id) FROM t",
+        )
+        .await,
+    );
+    s
+}
+
+/// Every data file (`data/`) and deletion file (`_deletions/`) of the dataset
+/// at `uri`.
+pub(crate) async fn stored_files(uri: &str) -> BTreeSet<String> {
+    let (store, base, _) = DatasetBuilder::from_uri(uri)
+        .build_object_store()
+        .await
+        .unwrap();
+    let mut files = BTreeSet::new();
+    for dir in ["data", "_deletions"] {
+        let listed: Vec<String> = store
+            .inner
+            .list(Some(&base.clone().join(dir)))
+            .map(|m| format!("{dir}/{}", m.unwrap().location.filename().unwrap()))
+            .collect()
+            .await;
+        files.extend(listed);
+    }
+    files
+}
+
+/// Data and deletion files referenced by the latest version.
+pub(crate) async fn referenced_files(uri: &str) -> BTreeSet<String> {
+    let ds = DatasetBuilder::from_uri(uri).load().await.unwrap();
+    let mut files = BTreeSet::new();
+    for f in ds.fragments().iter() {
+        files.extend(f.files.iter().map(|d| format!("data/{}", d.path)));
+        if let Some(deletion) = &f.deletion_file {
+            files.insert(relative_deletion_file_path(f.id, deletion));
+        }
+    }
+    files
 }

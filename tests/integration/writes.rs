@@ -14,7 +14,6 @@ use datafusion_lance::{LanceSessionCache, LanceTableProvider};
 use futures::StreamExt;
 use lance::dataset::builder::DatasetBuilder;
 use tokio::sync::Barrier;
-use tokio::task::JoinHandle;
 
 use crate::faults::{Fault, FaultInjector};
 use crate::fixtures::numbers;
@@ -39,32 +38,31 @@ async fn sql(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<Vec<R
     ctx.sql(sql).await?.collect().await
 }
 
-/// Runs each statement in its own context (sharing `cache`) with `t`
-/// registered at `uri`; all statements start together once every context
-/// has registered the table.
-fn race(
+/// `statement` planned (not run) in a fresh context on `t` at `uri`: it has
+/// read the table's current version. Run it with `collect(plan, task)`.
+async fn planned(
     cache: &Arc<LanceSessionCache>,
     uri: &str,
-    statements: Vec<String>,
-) -> Vec<JoinHandle<Result<Vec<RecordBatch>, String>>> {
-    let barrier = Arc::new(Barrier::new(statements.len()));
-    statements
-        .into_iter()
-        .map(|statement| {
-            let (barrier, cache, uri) = (Arc::clone(&barrier), Arc::clone(cache), uri.to_owned());
-            tokio::spawn(async move {
-                let ctx = context(2, &cache);
-                sql(
-                    &ctx,
-                    &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
-                )
-                .await
-                .unwrap();
-                barrier.wait().await;
-                sql(&ctx, &statement).await.map_err(|e| e.to_string())
-            })
-        })
-        .collect()
+    statement: &str,
+) -> (
+    Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    Arc<datafusion::execution::TaskContext>,
+) {
+    let ctx = context(2, cache);
+    sql(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await
+    .unwrap();
+    let plan = ctx
+        .sql(statement)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    (plan, ctx.task_ctx())
 }
 
 async fn version(ctx: &SessionContext, table: &str) -> i64 {
@@ -232,6 +230,7 @@ async fn an_object_store_write_failure_commits_nothing() {
             pattern: "/data/",
             skip: 2,
             times: usize::MAX,
+            shared: None,
         });
     }
     let err = sql(&ctx, "INSERT INTO faulty SELECT id + 1000, s FROM src")
@@ -261,16 +260,29 @@ async fn eight_concurrent_inserts_each_commit_once() {
     let uri = setup(&dir, &ctx).await;
     let v0 = version(&ctx, "t").await;
 
-    let statements = (1..=8i64)
-        .map(|k| {
-            format!(
-                "INSERT INTO t SELECT value + {}, 'k{k}' FROM generate_series(0, 999)",
-                k * 10_000
-            )
+    // All eight are planned on version v0 before any runs; then they run
+    // together: every commit but the first rebases onto the others.
+    let mut plans = Vec::new();
+    for k in 1..=8i64 {
+        let statement = format!(
+            "INSERT INTO t SELECT value + {}, 'k{k}' FROM generate_series(0, 999)",
+            k * 10_000
+        );
+        plans.push(planned(&cache, &uri, &statement).await);
+    }
+    let barrier = Arc::new(Barrier::new(plans.len()));
+    let runs: Vec<_> = plans
+        .into_iter()
+        .map(|(plan, task)| {
+            let barrier = Arc::clone(&barrier);
+            tokio::spawn(async move {
+                barrier.wait().await;
+                datafusion::physical_plan::collect(plan, task).await
+            })
         })
         .collect();
-    for t in race(&cache, &uri, statements) {
-        assert_eq!(ints_of(&t.await.unwrap().unwrap()), 1000);
+    for run in runs {
+        assert_eq!(ints_of(&run.await.unwrap().unwrap()), 1000);
     }
     assert_eq!(
         version(&ctx, "t").await,
@@ -353,53 +365,55 @@ async fn readers_see_only_committed_states_during_20_inserts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn insert_overwrite_racing_insert_is_serializable() {
-    for round in 0..4 {
+    // Both statements are planned on the same version, then committed in
+    // one order or the other.
+    for overwrite_first in [true, false] {
         let dir = tempfile::tempdir().unwrap();
         let cache = private_cache();
         let ctx = context(2, &cache);
         let uri = setup(&dir, &ctx).await;
         let v0 = version(&ctx, "t").await;
-        let [overwrite, insert] = race(
+        let overwrite = planned(
             &cache,
             &uri,
-            vec![
-                "INSERT OVERWRITE t SELECT value + 1000, 'o' FROM generate_series(0, 99)".into(),
-                "INSERT INTO t SELECT value + 2000, 'i' FROM generate_series(0, 99)".into(),
-            ],
+            "INSERT OVERWRITE t SELECT value + 1000, 'o' FROM generate_series(0, 99)",
         )
-        .try_into()
-        .unwrap();
-        let (overwrite, insert) = (
-            overwrite.await.unwrap().map(|_| ()),
-            insert.await.unwrap().map(|_| ()),
-        );
-        overwrite.unwrap_or_else(|e| panic!("round {round}: the overwrite failed: {e}"));
+        .await;
+        let insert = planned(
+            &cache,
+            &uri,
+            "INSERT INTO t SELECT value + 2000, 'i' FROM generate_series(0, 99)",
+        )
+        .await;
+        let (first, second) = if overwrite_first {
+            (overwrite, insert)
+        } else {
+            (insert, overwrite)
+        };
+        datafusion::physical_plan::collect(first.0, first.1)
+            .await
+            .unwrap();
+        let second = datafusion::physical_plan::collect(second.0, second.1).await;
         let rows = ints(
             &ctx,
             "SELECT count(*), count(*) FILTER (WHERE id < 1000), count(*) FILTER (WHERE id >= 2000) FROM t",
         )
         .await;
-        assert_eq!(
-            rows[1], 0,
-            "round {round}: rows from before the overwrite survived"
-        );
-        match insert {
-            // insert then overwrite, or overwrite then insert
-            Ok(()) => {
-                assert!(
-                    rows == vec![100, 0, 0] || rows == vec![200, 0, 100],
-                    "round {round}: {rows:?}"
-                );
-                assert_eq!(version(&ctx, "t").await, v0 + 2);
-            }
-            Err(e) => {
-                assert!(
-                    e.contains("a concurrent write conflicts with this statement"),
-                    "{e}"
-                );
-                assert_eq!(rows, vec![100, 0, 0], "round {round}");
-                assert_eq!(version(&ctx, "t").await, v0 + 1);
-            }
+        if overwrite_first {
+            // The INSERT read a version the overwrite replaced: it must not
+            // land on the overwritten table.
+            let e = second.unwrap_err().to_string();
+            assert!(
+                e.contains("a concurrent write conflicts with this statement"),
+                "{e}"
+            );
+            assert_eq!(rows, vec![100, 0, 0]);
+            assert_eq!(version(&ctx, "t").await, v0 + 1);
+        } else {
+            // INSERT, then INSERT OVERWRITE: the overwrite replaces both.
+            second.unwrap();
+            assert_eq!(rows, vec![100, 0, 0]);
+            assert_eq!(version(&ctx, "t").await, v0 + 2);
         }
     }
 }
@@ -477,19 +491,14 @@ async fn concurrent_deletes_and_updates_are_serializable() {
     .unwrap();
     let v0 = version(&ctx, "t").await;
 
-    let run = |statements: [&str; 2]| -> [_; 2] {
-        race(&cache, &uri, statements.map(String::from).to_vec())
-            .try_into()
-            .unwrap()
-    };
-
-    // Disjoint fragments: both commit.
-    let [a, b] = run([
-        "DELETE FROM t WHERE id BETWEEN 1000 AND 1049",
-        "UPDATE t SET label = 'B' WHERE id >= 2000",
-    ]);
-    a.await.unwrap().unwrap();
-    b.await.unwrap().unwrap();
+    // Disjoint fragments, both statements in flight at once (both planned
+    // on the same version before either commits): the second rebases.
+    let (a, b) = (
+        planned(&cache, &uri, "DELETE FROM t WHERE id BETWEEN 1000 AND 1049").await,
+        planned(&cache, &uri, "UPDATE t SET label = 'B' WHERE id >= 2000").await,
+    );
+    datafusion::physical_plan::collect(a.0, a.1).await.unwrap();
+    datafusion::physical_plan::collect(b.0, b.1).await.unwrap();
     assert_eq!(version(&ctx, "t").await, v0 + 2);
     assert_eq!(
         ints(
@@ -500,37 +509,60 @@ async fn concurrent_deletes_and_updates_are_serializable() {
         vec![INITIAL + 150, INITIAL + 150, 100]
     );
 
-    // The same rows: each statement either commits or fails with the
-    // conflict error; the result is some serial order of the successful ones.
-    let [a, b] = run([
-        "UPDATE t SET label = 'x' WHERE id >= 1050 AND id < 1100",
-        "DELETE FROM t WHERE id >= 1050 AND id < 1100",
-    ]);
-    let (a, b) = (a.await.unwrap(), b.await.unwrap());
-    for r in [&a, &b] {
-        if let Err(e) = r {
-            assert!(e.contains("conflict"), "{e}");
-        }
-    }
-    assert!(a.is_ok() || b.is_ok(), "at least one commits: {a:?} {b:?}");
-    let committed = [&a, &b].iter().filter(|r| r.is_ok()).count() as i64;
-    assert_eq!(version(&ctx, "t").await, v0 + 2 + committed);
-    let rest = ints(
-        &ctx,
-        "SELECT count(*), count(DISTINCT id) FROM t WHERE id >= 1050 AND id < 1100",
-    )
-    .await;
-    let labels = ints(
-        &ctx,
-        "SELECT count(*) FROM t WHERE id >= 1050 AND id < 1100 AND label = 'x'",
-    )
-    .await;
-    match (&a, &b) {
-        // Only the UPDATE: 50 rows labelled x.
-        (Ok(_), Err(_)) => assert_eq!((rest, labels), (vec![50, 50], vec![50])),
-        // The DELETE (alone, or after the UPDATE): no rows left.
-        (_, Ok(_)) => assert_eq!((rest, labels), (vec![0, 0], vec![0])),
-        (Err(_), Err(_)) => unreachable!(),
+    // The same rows, both statements in flight at once: both are planned
+    // (reading the same version) before either commits. The first to commit
+    // wins; the other fails with the conflict error and changes nothing.
+    for (first, second, label_x) in [
+        (
+            "UPDATE t SET label = 'x' WHERE id >= 1050 AND id < 1075",
+            "DELETE FROM t WHERE id >= 1050 AND id < 1075",
+            25,
+        ),
+        (
+            "DELETE FROM t WHERE id >= 1075 AND id < 1100",
+            "UPDATE t SET label = 'x' WHERE id >= 1075 AND id < 1100",
+            0,
+        ),
+    ] {
+        let before = version(&ctx, "t").await;
+        let (a, b) = (
+            planned(&cache, &uri, first).await,
+            planned(&cache, &uri, second).await,
+        );
+        datafusion::physical_plan::collect(a.0, a.1)
+            .await
+            .unwrap_or_else(|e| panic!("{first}: {e}"));
+        let err = datafusion::physical_plan::collect(b.0, b.1)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "table 't': a concurrent write conflicts with this statement, which was \
+                          not committed; retry it"
+            ),
+            "{second}: {err}"
+        );
+        assert_eq!(version(&ctx, "t").await, before + 1, "{first} / {second}");
+        let range = if label_x == 25 {
+            "1050 AND 1074"
+        } else {
+            "1075 AND 1099"
+        };
+        let (rows, labelled) = (
+            ints(
+                &ctx,
+                &format!("SELECT count(*) FROM t WHERE id BETWEEN {range}"),
+            )
+            .await,
+            ints(
+                &ctx,
+                &format!("SELECT count(*) FROM t WHERE id BETWEEN {range} AND label = 'x'"),
+            )
+            .await,
+        );
+        // Only the first statement's effect.
+        assert_eq!((rows, labelled), (vec![label_x], vec![label_x]), "{first}");
     }
     validates(&uri).await;
 }
