@@ -71,7 +71,7 @@ fn entry(key: &str, value: impl Display, description: &'static str) -> ConfigEnt
 /// | `max_rows_per_file` | 1048576 | rows per data file (fragment) written by INSERT |
 /// | `max_rows_per_group` | 1024 | rows per row group written by INSERT |
 /// | `data_storage_version` | 2.1 | Lance file format of tables this crate creates |
-/// | `commit_max_retries` | 20 | commit attempts a write makes after losing a race to another writer (Lance's `CommitBuilder::with_max_retries`) |
+/// | `commit_max_retries` | 20 | the most commit attempts a write makes in all when other writers keep committing first (Lance's `CommitBuilder::with_max_retries`; each attempt rebases onto their versions) |
 /// | `commit_retry_timeout_ms` | 30000 | wall-clock budget of those retries and of the backoff between them (Lance's `CommitBuilder::with_retry_timeout`) |
 ///
 /// The two cache budgets select which process-wide shared Lance session the
@@ -106,7 +106,7 @@ pub struct LanceConfig {
     pub max_rows_per_group: usize,
     /// Lance file format version of tables created by this crate.
     pub data_storage_version: LanceFileVersion,
-    /// Commit attempts after losing a race to another writer.
+    /// The most commit attempts a write makes in all.
     pub commit_max_retries: u32,
     /// Wall-clock budget (milliseconds) of the commit retries.
     pub commit_retry_timeout_ms: u64,
@@ -336,7 +336,7 @@ impl ExtensionOptions for LanceConfig {
             entry(
                 "commit_max_retries",
                 self.commit_max_retries,
-                "Commit attempts a write makes after losing a race to another writer (Lance's backoff between them: random slots of 1.1x the first attempt's time, 4, 8, 16, ... slots).",
+                "The most commit attempts a write makes in all when other writers keep committing first (Lance's backoff between them: random slots of 1.1x the first attempt's time, 4, 8, 16, ... slots).",
             ),
             entry(
                 "commit_retry_timeout_ms",
@@ -357,7 +357,7 @@ impl ConfigExtension for LanceConfig {
 /// Lance waits between attempts with its slot backoff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommitBudget {
-    /// Attempts after the first.
+    /// The most commit attempts in all (Lance makes at least one).
     pub max_retries: u32,
     /// Wall-clock budget of the retries.
     pub retry_timeout: std::time::Duration,

@@ -400,20 +400,24 @@ impl LanceSessionCache {
         state: &TableState,
         pinned: &VersionSpec,
     ) -> Result<Arc<Dataset>> {
-        // The latest version: the dataset must exist, tags are read through
-        // it, and errors name it.
-        let latest = self.open_latest(uri, params, state).await?;
-        let not_found = |source: lance::Error| Error::VersionNotFound {
-            uri: redact_uri(uri),
-            what: pinned.to_string(),
-            latest: latest.version_id(),
-            source,
-        };
+        let parts = self.store_parts(uri, params, state).await?;
         let version = match pinned {
-            VersionSpec::Latest => return Ok(latest),
+            VersionSpec::Latest => return self.open_latest(uri, params, state).await,
             VersionSpec::Version(v) => *v,
             VersionSpec::Tag(tag) => {
-                let contents = latest.tags().get(tag).await.map_err(not_found)?;
+                // Tags are read through the latest version.
+                let latest = self.open_latest(uri, params, state).await?;
+                let contents = match latest.tags().get(tag).await {
+                    Ok(contents) => contents,
+                    Err(source) => {
+                        return Err(Error::VersionNotFound {
+                            uri: redact_uri(uri),
+                            what: pinned.to_string(),
+                            latest: latest.version_id(),
+                            source,
+                        });
+                    }
+                };
                 if let Some(branch) = contents.branch {
                     return Err(Error::unsupported(format!(
                         "tag '{tag}' of the Lance dataset at '{}' points to branch '{branch}'; \
@@ -424,15 +428,18 @@ impl LanceSessionCache {
                 contents.version
             }
         };
-        if version == latest.version_id() {
-            return Ok(latest);
-        }
-        let parts = self.store_parts(uri, params, state).await?;
-        let location = parts
+        let location = match parts
             .commit_handler
             .resolve_version_location(&parts.base, version, parts.store.inner.as_ref())
             .await
-            .map_err(not_found)?;
+        {
+            Ok(location) => location,
+            Err(source) => {
+                return Err(self
+                    .version_not_found(uri, params, state, pinned, source)
+                    .await);
+            }
+        };
         // Lance falls back to the legacy manifest name without looking: check it.
         if location.size.is_none() {
             let exists = parts
@@ -446,32 +453,56 @@ impl LanceSessionCache {
                 .await
                 .map_err(|e| Error::lance("opening", uri, e))?;
             if !exists {
-                return Err(not_found(lance::Error::not_found(
-                    location.path.to_string(),
-                )));
+                let source = lance::Error::not_found(location.path.to_string());
+                return Err(self
+                    .version_not_found(uri, params, state, pinned, source)
+                    .await);
             }
         }
         let key = LoadKey::Pinned {
             version,
             e_tag: location.e_tag.clone(),
         };
-        self.single_flight(state, key, || async {
-            self.counters.loads.fetch_add(1, Ordering::Relaxed);
-            let builder = DatasetBuilder::from_uri(uri)
-                .with_session(Arc::clone(&self.session))
-                .with_store_params(params.clone())
-                .with_version(version);
-            no_panic(&format!("{uri} ({pinned})"), builder.load())
-                .await
-                .map(Arc::new)
-        })
-        .await
-        .map_err(|e| match e {
-            e @ (lance::Error::NotFound { .. } | lance::Error::DatasetNotFound { .. }) => {
-                not_found(e)
+        let loaded = self
+            .single_flight(state, key, || async {
+                self.counters.loads.fetch_add(1, Ordering::Relaxed);
+                let builder = DatasetBuilder::from_uri(uri)
+                    .with_session(Arc::clone(&self.session))
+                    .with_store_params(params.clone())
+                    .with_version(version);
+                no_panic(&format!("{uri} ({pinned})"), builder.load())
+                    .await
+                    .map(Arc::new)
+            })
+            .await;
+        match loaded {
+            Ok(dataset) => Ok(dataset),
+            Err(e @ (lance::Error::NotFound { .. } | lance::Error::DatasetNotFound { .. })) => {
+                Err(self.version_not_found(uri, params, state, pinned, e).await)
             }
-            e => Error::lance("opening", uri, e),
-        })
+            Err(e) => Err(Error::lance("opening", uri, e)),
+        }
+    }
+
+    /// The error for a pinned version or tag that does not exist, naming the
+    /// latest version when it can be read (a missing dataset otherwise).
+    async fn version_not_found(
+        &self,
+        uri: &str,
+        params: &ObjectStoreParams,
+        state: &TableState,
+        pinned: &VersionSpec,
+        source: lance::Error,
+    ) -> Error {
+        match self.open_latest(uri, params, state).await {
+            Ok(latest) => Error::VersionNotFound {
+                uri: redact_uri(uri),
+                what: pinned.to_string(),
+                latest: latest.version_id(),
+                source,
+            },
+            Err(e) => e,
+        }
     }
 
     /// The object store, base path and commit handler of a table (built once).
@@ -602,8 +633,12 @@ impl LanceSessionCache {
         }
         if loaded_here {
             // Latest-version loads are only needed while racing; pinned ones
-            // are kept so re-registering a pinned table costs nothing.
-            if matches!(key, LoadKey::Latest { .. }) || result.is_err() {
+            // are kept so re-registering a pinned table costs nothing — but
+            // only when the manifest has an e_tag telling this file from a
+            // later one with the same version number (a dataset deleted and
+            // created again at the same location).
+            let keep = matches!(key, LoadKey::Pinned { e_tag: Some(_), .. });
+            if !keep || result.is_err() {
                 let mut loads = state.loads.lock().unwrap_or_else(|e| e.into_inner());
                 if loads.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
                     loads.remove(&key);

@@ -16,12 +16,19 @@ pub(crate) struct Args {
     pub(crate) dir: PathBuf,
     pub(crate) sections: Vec<String>,
     pub(crate) variant: String,
+    /// Competing-append rates (commits/s) for the contention section.
+    pub(crate) rates: Vec<u32>,
+    /// `(lance.commit_max_retries, lance.commit_retry_timeout_ms)` for the
+    /// contention section instead of the defaults.
+    pub(crate) commit_budget: Option<(u32, u64)>,
 }
 
 pub(crate) fn args() -> Args {
     let mut out = Args {
         rows: 10_000_000,
         iters: 5,
+        rates: Vec::new(),
+        commit_budget: None,
         dir: PathBuf::from("target/bench-data"),
         sections: Vec::new(),
         variant: String::new(),
@@ -32,9 +39,24 @@ pub(crate) fn args() -> Args {
             "--rows" => out.rows = it.next().and_then(|v| v.parse().ok()).expect("--rows N"),
             "--iters" => out.iters = it.next().and_then(|v| v.parse().ok()).expect("--iters N"),
             "--dir" => out.dir = PathBuf::from(it.next().expect("--dir PATH")),
-            "--only" => out
-                .sections
-                .push(it.next().expect("--only read|sessions|insert")),
+            "--only" => out.sections.push(
+                it.next()
+                    .expect("--only read|sessions|insert|upsert|dml|contention"),
+            ),
+            "--variant" => out.variant = it.next().expect("--variant NAME"),
+            "--commit-budget" => {
+                let value = it.next().expect("--commit-budget RETRIES,TIMEOUT_MS");
+                let (r, t) = value.split_once(',').expect("RETRIES,TIMEOUT_MS");
+                out.commit_budget = Some((r.parse().expect("retries"), t.parse().expect("ms")));
+            }
+            "--rates" => {
+                out.rates = it
+                    .next()
+                    .expect("--rates 10,20,40")
+                    .split(',')
+                    .map(|r| r.trim().parse().expect("a rate"))
+                    .collect()
+            }
             _ => {} // cargo bench passes --bench
         }
     }
@@ -140,31 +162,112 @@ pub(crate) fn cpu_time() -> Duration {
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
-#[derive(Clone, Copy)]
-pub(crate) struct Measure {
-    pub(crate) wall: Duration,
+/// The measured work of one run.
+pub(crate) type Run<'a> = futures::future::BoxFuture<'a, ()>;
+
+/// One side of a comparison: each call prepares a run (untimed) and returns
+/// the work to time.
+pub(crate) type Side<'a> = Box<dyn FnMut() -> futures::future::BoxFuture<'a, Run<'a>> + 'a>;
+
+/// A side with nothing to prepare.
+pub(crate) fn side<'a, F, Fut>(mut f: F) -> Side<'a>
+where
+    F: FnMut() -> Fut + 'a,
+    Fut: Future<Output = ()> + Send + 'a,
+{
+    Box::new(move || {
+        let run: Run<'a> = Box::pin(f());
+        Box::pin(std::future::ready(run))
+    })
+}
+
+/// A side whose runs need preparing first (outside the timing): `setup`
+/// yields what `run` consumes.
+pub(crate) fn side_with_setup<'a, S, Setup, SetupFut, Body, BodyFut>(
+    mut setup: Setup,
+    body: Body,
+) -> Side<'a>
+where
+    S: Send + 'a,
+    Setup: FnMut() -> SetupFut + 'a,
+    SetupFut: Future<Output = S> + Send + 'a,
+    Body: Fn(S) -> BodyFut + Clone + Send + 'a,
+    BodyFut: Future<Output = ()> + Send + 'a,
+{
+    Box::new(move || {
+        use futures::FutureExt;
+        let body = body.clone();
+        Box::pin(setup().map(move |state| -> Run<'a> { Box::pin(body(state)) }))
+    })
+}
+
+/// Timings of one side over its runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stats {
+    pub(crate) median: Duration,
+    pub(crate) min: Duration,
+    pub(crate) max: Duration,
+    /// CPU time ÷ wall time over the side's runs.
     pub(crate) cores: f64,
 }
 
-pub(crate) async fn measure<F, Fut>(iters: usize, mut f: F) -> Measure
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = ()>,
-{
-    f().await; // warm-up
-    let mut walls = Vec::with_capacity(iters);
-    let cpu0 = cpu_time();
-    let total0 = Instant::now();
-    for _ in 0..iters {
-        let t = Instant::now();
-        f().await;
-        walls.push(t.elapsed());
+impl Stats {
+    pub(crate) fn from_runs(mut walls: Vec<Duration>, cpu: Duration) -> Self {
+        walls.sort();
+        let total: Duration = walls.iter().sum();
+        Self {
+            median: walls[walls.len() / 2],
+            min: walls[0],
+            max: walls[walls.len() - 1],
+            cores: cpu.as_secs_f64() / total.as_secs_f64().max(1e-9),
+        }
     }
-    let total = total0.elapsed();
-    let cpu = cpu_time() - cpu0;
-    walls.sort();
-    Measure {
-        wall: walls[walls.len() / 2],
-        cores: cpu.as_secs_f64() / total.as_secs_f64().max(1e-9),
+
+    /// `0.412 s (0.401–0.430) / 1.9 cores`
+    pub(crate) fn cell(&self) -> String {
+        format!(
+            "{:.3} s ({:.3}–{:.3}) / {:.1}",
+            self.median.as_secs_f64(),
+            self.min.as_secs_f64(),
+            self.max.as_secs_f64(),
+            self.cores
+        )
     }
+}
+
+/// `ours ÷ baseline` of the medians, with the spread of the run-by-run
+/// extremes (min ÷ max … max ÷ min): below 1 means faster than the baseline.
+pub(crate) fn ratio(ours: &Stats, baseline: &Stats) -> String {
+    let r = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-12);
+    format!(
+        "{:.2}× ({:.2}–{:.2})",
+        r(ours.median, baseline.median),
+        r(ours.min, baseline.max),
+        r(ours.max, baseline.min)
+    )
+}
+
+/// Runs every side once to warm it, then `iters` rounds in which each side
+/// runs once, in turn (A B C A B C ...): slow drifts of the machine hit every
+/// side alike. Preparation is not timed. Returns each side's [`Stats`].
+pub(crate) async fn interleaved(iters: usize, sides: &mut [Side<'_>]) -> Vec<Stats> {
+    for side in sides.iter_mut() {
+        side().await.await;
+    }
+    let mut walls = vec![Vec::with_capacity(iters); sides.len()];
+    let mut cpu = vec![Duration::ZERO; sides.len()];
+    for _ in 0..iters.max(1) {
+        for (i, side) in sides.iter_mut().enumerate() {
+            let run = side().await;
+            let (c, t) = (cpu_time(), Instant::now());
+            run.await;
+            walls[i].push(t.elapsed());
+            cpu[i] += cpu_time().saturating_sub(c);
+        }
+    }
+    walls
+        .into_iter()
+        .zip(cpu)
+        .map(|(w, c)| Stats::from_runs(w, c))
+        .collect()
 }

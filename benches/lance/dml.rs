@@ -20,7 +20,7 @@ use lance::dataset::{
     WriteParams,
 };
 
-use crate::common::{Args, cpu_time, splitmix};
+use crate::common::{Args, cpu_time, interleaved, ratio, side_with_setup, splitmix};
 use crate::read::{config, run_sql};
 
 fn schema() -> SchemaRef {
@@ -195,99 +195,156 @@ fn child(args: &Args, variant: &str) -> Option<Vec<String>> {
 
 pub(crate) async fn upsert_table(args: &Args) {
     println!(
-        "\n## Upsert: {} source rows (50% matched) into a {}-row table (each run in its own process)\n",
+        "\n## Upsert: {} source rows (50% matched) into a {}-row table\n",
         args.rows / 10,
         args.rows
     );
     println!(
-        "| upsert | time | cores | peak RSS during the upsert | RSS before (table + source in memory) | inserted | updated |"
+        "Each run in its own process (a new table each time), so its peak RSS is its own; {} \
+         runs per side, interleaved. Cells: median (min–max). Ratio: lance_merge's time ÷ \
+         MergeInsertBuilder's.\n",
+        args.iters
     );
-    println!("|---|---|---|---|---|---|---|");
-    let mut times = Vec::new();
-    for (label, variant) in [
+    println!("| upsert | time | cores | peak RSS during the upsert | inserted / updated |");
+    println!("|---|---|---|---|---|");
+    let variants = [
         ("datafusion-lance: lance_merge(...) (SQL)", "sql"),
         ("Lance MergeInsertBuilder::execute_batches", "lance"),
-    ] {
-        match child(args, variant) {
-            Some(r) if r.len() == 6 => {
-                println!(
-                    "| {label} | {} s | {} | {} MB | {} MB | {} | {} |",
-                    r[0], r[3], r[1], r[2], r[4], r[5]
-                );
-                times.push(r[0].parse::<f64>().unwrap_or(f64::NAN));
+    ];
+    let mut runs: Vec<Vec<Vec<String>>> = vec![Vec::new(); variants.len()];
+    for _ in 0..args.iters.max(1) {
+        for (i, (_, variant)) in variants.iter().enumerate() {
+            match child(args, variant) {
+                Some(r) if r.len() == 6 => runs[i].push(r),
+                _ => eprintln!("upsert child {variant} failed"),
             }
-            _ => println!("| {label} | failed | | | | | |"),
         }
     }
-    if let [sql, lance] = times.as_slice() {
+    let mut medians = Vec::new();
+    for ((label, _), results) in variants.iter().zip(&runs) {
+        if results.is_empty() {
+            println!("| {label} | failed | | | |");
+            continue;
+        }
+        let column = |i: usize| -> (f64, f64, f64) {
+            let mut v: Vec<f64> = results.iter().filter_map(|r| r[i].parse().ok()).collect();
+            v.sort_by(|a, b| a.total_cmp(b));
+            (v[v.len() / 2], v[0], v[v.len() - 1])
+        };
+        let (t, t_min, t_max) = column(0);
+        let (rss, rss_min, rss_max) = column(1);
+        let (cores, _, _) = column(3);
         println!(
-            "\nSQL upsert time vs MergeInsertBuilder: {:.2}×",
-            sql / lance
+            "| {label} | {t:.3} s ({t_min:.3}–{t_max:.3}) | {cores:.1} | {rss:.0} MB ({rss_min:.0}–{rss_max:.0}) | {} / {} |",
+            results[0][4], results[0][5]
+        );
+        medians.push((t, t_min, t_max));
+    }
+    if let [(a, a_min, a_max), (b, b_min, b_max)] = medians.as_slice() {
+        println!(
+            "\nlance_merge ÷ MergeInsertBuilder: {:.2}× ({:.2}–{:.2})",
+            a / b,
+            a_min / b_max,
+            a_max / b_min
         );
     }
 }
 
-pub(crate) async fn dml_table(args: &Args) {
-    let dir = tempfile::Builder::new()
-        .prefix("dml-bench-")
-        .tempdir_in(&args.dir)
-        .expect("dir");
-    println!("\n## DELETE / UPDATE of 1% of a {}-row table\n", args.rows);
-    println!("| statement | datafusion-lance (SQL) | Lance builder | ratio |");
-    println!("|---|---|---|---|");
-    for statement in ["DELETE", "UPDATE"] {
-        let mut secs = Vec::new();
-        for engine in ["sql", "lance"] {
-            let uri = dir
-                .path()
-                .join(format!("{statement}-{engine}.lance"))
-                .to_string_lossy()
-                .to_string();
-            create_table(&uri, args.rows).await;
-            let t = Instant::now();
-            match (statement, engine) {
-                ("DELETE", "sql") | ("UPDATE", "sql") => {
-                    let ctx = datafusion_lance::lance_session_context(config(2));
-                    ctx.sql(&format!(
-                        "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
-                    ))
-                    .await
-                    .expect("register");
-                    let sql = if statement == "DELETE" {
-                        "DELETE FROM t WHERE id % 100 = 7"
-                    } else {
-                        "UPDATE t SET v = v + 1 WHERE id % 100 = 7"
-                    };
-                    run_sql(&ctx, sql).await;
-                }
-                ("DELETE", _) => {
-                    let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
-                    DeleteBuilder::new(ds, "id % 100 = 7")
-                        .execute()
-                        .await
-                        .expect("delete");
-                }
-                _ => {
-                    let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
-                    UpdateBuilder::new(ds)
-                        .update_where("id % 100 = 7")
-                        .expect("where")
-                        .set("v", "v + 1")
-                        .expect("set")
-                        .build()
-                        .expect("build")
-                        .execute()
-                        .await
-                        .expect("update");
-                }
-            }
-            secs.push(t.elapsed().as_secs_f64());
+/// A copy of the table at `from` in `dir` (runs that change a table each
+/// start from the same state without rewriting it).
+fn copy_table(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("dir");
+    for entry in std::fs::read_dir(from).expect("read") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_table(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
         }
+    }
+}
+
+pub(crate) async fn dml_table(args: &Args) {
+    let base = args.dir.join(format!("dml-base-{}.lance", args.rows));
+    if !crate::common::exists(&base) {
+        create_table(&base.to_string_lossy(), args.rows).await;
+    }
+    println!("\n## DELETE / UPDATE of 1% of a {}-row table\n", args.rows);
+    println!(
+        "Each cell: median of {} interleaved runs (min–max) / cores; every run starts from a \
+         fresh copy of the same table (copied outside the timing). Ratio: SQL time ÷ builder \
+         time.\n",
+        args.iters
+    );
+    println!("| statement | datafusion-lance (SQL) | Lance builder | ÷ builder |");
+    println!("|---|---|---|---|");
+    let fresh_copy = || {
+        let base = base.clone();
+        let dir = tempfile::Builder::new()
+            .prefix("dml-bench-")
+            .tempdir_in(&args.dir)
+            .expect("dir");
+        async move {
+            let path = dir.path().join("t.lance");
+            copy_table(&base, &path);
+            (dir, path.to_string_lossy().to_string())
+        }
+    };
+    for statement in ["DELETE", "UPDATE"] {
+        let sql = if statement == "DELETE" {
+            "DELETE FROM t WHERE id % 100 = 7"
+        } else {
+            "UPDATE t SET v = v + 1 WHERE id % 100 = 7"
+        };
+        let stats = interleaved(
+            args.iters,
+            &mut [
+                side_with_setup(
+                    fresh_copy,
+                    move |(dir, uri): (tempfile::TempDir, String)| async move {
+                        let ctx = datafusion_lance::lance_session_context(config(2));
+                        ctx.sql(&format!(
+                            "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
+                        ))
+                        .await
+                        .expect("register");
+                        run_sql(&ctx, sql).await;
+                        drop(dir);
+                    },
+                ),
+                side_with_setup(
+                    fresh_copy,
+                    move |(dir, uri): (tempfile::TempDir, String)| async move {
+                        let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
+                        if statement == "DELETE" {
+                            DeleteBuilder::new(ds, "id % 100 = 7")
+                                .execute()
+                                .await
+                                .expect("delete");
+                        } else {
+                            UpdateBuilder::new(ds)
+                                .update_where("id % 100 = 7")
+                                .expect("where")
+                                .set("v", "v + 1")
+                                .expect("set")
+                                .build()
+                                .expect("build")
+                                .execute()
+                                .await
+                                .expect("update");
+                        }
+                        drop(dir);
+                    },
+                ),
+            ],
+        )
+        .await;
         println!(
-            "| {statement} 1% (`id % 100 = 7`) | {:.3} s | {:.3} s | {:.2}× |",
-            secs[0],
-            secs[1],
-            secs[0] / secs[1]
+            "| {statement} 1% (`id % 100 = 7`) | {} | {} | {} |",
+            stats[0].cell(),
+            stats[1].cell(),
+            ratio(&stats[0], &stats[1])
         );
     }
 }

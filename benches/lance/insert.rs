@@ -1,45 +1,57 @@
-//! Insert table: `INSERT INTO ... SELECT` through SQL (parallel writers, one
-//! commit) vs Lance's `InsertBuilder` vs a naive sink committing per batch.
+//! Insert table: SQL writes (parallel writers, one commit) vs Lance's
+//! `InsertBuilder` on the same batches, creating a table and appending to
+//! one, and a naive sink committing per batch.
 
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
 
 use arrow::array::{RecordBatch, RecordBatchIterator};
 use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
 use datafusion_lance::config::DEFAULT_STORAGE_VERSION;
 use lance::Dataset;
-use lance::dataset::{InsertBuilder, WriteMode, WriteParams};
+use lance::dataset::{InsertBuilder, WriteDestination, WriteMode, WriteParams};
 
-use crate::common::{Args, cpu_time, lineitem, schema};
+use crate::common::{Args, interleaved, lineitem, ratio, schema, side_with_setup};
 use crate::read::{config, run_sql};
 
-fn versions_and_fragments(ds: &Dataset) -> (u64, usize) {
-    (ds.version_id(), ds.count_fragments())
+const COLUMNS: &str = "l_quantity DOUBLE NOT NULL, l_extendedprice DOUBLE NOT NULL, \
+    l_discount DOUBLE NOT NULL, l_tax DOUBLE NOT NULL, l_returnflag VARCHAR NOT NULL, \
+    l_linestatus VARCHAR NOT NULL, l_shipdate DATE NOT NULL";
+
+/// A context with the 4-partition source registered as `source`.
+fn sql_context(partitions: &[Vec<RecordBatch>]) -> SessionContext {
+    let ctx = datafusion_lance::lance_session_context(config(4));
+    ctx.register_table(
+        "source",
+        Arc::new(MemTable::try_new(schema(), partitions.to_vec()).expect("memtable")),
+    )
+    .expect("register");
+    ctx
 }
 
-struct Row {
-    label: String,
-    rows: usize,
-    secs: f64,
-    cores: f64,
-    versions: u64,
-    fragments: usize,
-}
-
-async fn timed<F: Future<Output = (u64, usize)>>(label: &str, rows: usize, f: F) -> Row {
-    let cpu0 = cpu_time();
-    let t = Instant::now();
-    let (versions, fragments) = f.await;
-    let secs = t.elapsed().as_secs_f64();
-    Row {
-        label: label.to_string(),
-        rows,
-        secs,
-        cores: (cpu_time() - cpu0).as_secs_f64() / secs,
-        versions,
-        fragments,
+fn params(mode: WriteMode) -> WriteParams {
+    WriteParams {
+        mode,
+        data_storage_version: Some(DEFAULT_STORAGE_VERSION),
+        ..Default::default()
     }
 }
+
+async fn builder_write(
+    dest: WriteDestination<'_>,
+    mode: WriteMode,
+    batches: &[RecordBatch],
+) -> Dataset {
+    let reader = RecordBatchIterator::new(Vec::from(batches).into_iter().map(Ok), schema());
+    InsertBuilder::new(dest)
+        .with_params(&params(mode))
+        .execute_stream(Box::new(reader) as Box<dyn arrow::array::RecordBatchReader + Send>)
+        .await
+        .expect("insert")
+}
+
+/// Versions and fragments of the table a run wrote.
+type Shape = (u64, usize);
 
 pub(crate) async fn insert_table(args: &Args) {
     let rows = args.rows;
@@ -55,128 +67,193 @@ pub(crate) async fn insert_table(args: &Args) {
         })
         .collect();
     let all: Vec<RecordBatch> = partitions.iter().flatten().cloned().collect();
-    let dir = tempfile::Builder::new()
-        .prefix("insert-bench-")
-        .tempdir_in(&args.dir)
-        .expect("dir");
-    let path = |name: &str| dir.path().join(name).to_string_lossy().to_string();
-    println!("\n## INSERT: {rows} rows from a 4-partition source, into an empty table\n");
-    println!("| writer | rows | time | rows/s | cores | versions created | fragments |");
-    println!("|---|---|---|---|---|---|---|");
-    let mut results = Vec::new();
+    let fresh = || {
+        tempfile::Builder::new()
+            .prefix("insert-bench-")
+            .tempdir_in(&args.dir)
+            .expect("dir")
+    };
+    let uri = |dir: &tempfile::TempDir| dir.path().join("t.lance").to_string_lossy().to_string();
+    println!("\n## INSERT: {rows} rows from a 4-partition source\n");
+    println!(
+        "Each cell: median of {} interleaved runs (min–max) / cores used; every run writes a new \
+         table. Ratio: datafusion-lance's time ÷ InsertBuilder's.\n",
+        args.iters
+    );
+    println!(
+        "| write | datafusion-lance (SQL) | Lance InsertBuilder | ÷ InsertBuilder | versions / fragments (SQL, builder) |"
+    );
+    println!("|---|---|---|---|---|");
 
-    // 1. SQL: INSERT INTO t SELECT * FROM source (4 writers, one commit).
-    {
-        let uri = path("sql.lance");
-        let ctx = datafusion_lance::lance_session_context(config(4));
-        ctx.register_table(
-            "source",
-            Arc::new(MemTable::try_new(schema(), partitions.clone()).expect("memtable")),
-        )
-        .expect("register");
-        ctx.sql(&format!(
-            "CREATE EXTERNAL TABLE t (l_quantity DOUBLE NOT NULL, l_extendedprice DOUBLE NOT NULL, \
-             l_discount DOUBLE NOT NULL, l_tax DOUBLE NOT NULL, l_returnflag VARCHAR NOT NULL, \
-             l_linestatus VARCHAR NOT NULL, l_shipdate DATE NOT NULL) STORED AS LANCE LOCATION '{uri}'"
-        ))
-        .await
-        .expect("create");
-        results.push(
-            timed(
-                "datafusion-lance: INSERT INTO t SELECT (SQL)",
-                rows,
-                async {
+    // 1. Create the table and write it: COPY ... STORED AS LANCE vs
+    //    InsertBuilder in Create mode — one version each.
+    let shapes: Arc<Mutex<Vec<Shape>>> = Arc::default();
+    let ctx = sql_context(&partitions);
+    let stats = interleaved(
+        args.iters,
+        &mut [
+            side_with_setup(
+                || std::future::ready(fresh()),
+                |dir: tempfile::TempDir| {
+                    let (ctx, shapes) = (ctx.clone(), Arc::clone(&shapes));
+                    async move {
+                        let uri = uri(&dir);
+                        run_sql(
+                            &ctx,
+                            &format!("COPY (SELECT * FROM source) TO '{uri}' STORED AS LANCE"),
+                        )
+                        .await;
+                        let ds = Dataset::open(&uri).await.expect("open");
+                        shapes
+                            .lock()
+                            .unwrap()
+                            .push((ds.version_id(), ds.count_fragments()));
+                    }
+                },
+            ),
+            side_with_setup(
+                || std::future::ready(fresh()),
+                |dir: tempfile::TempDir| {
+                    let (all, shapes) = (all.clone(), Arc::clone(&shapes));
+                    async move {
+                        let uri = uri(&dir);
+                        let ds =
+                            builder_write(WriteDestination::Uri(&uri), WriteMode::Create, &all)
+                                .await;
+                        shapes
+                            .lock()
+                            .unwrap()
+                            .push((ds.version_id(), ds.count_fragments()));
+                    }
+                },
+            ),
+        ],
+    )
+    .await;
+    let s = shapes.lock().unwrap().clone();
+    println!(
+        "| create + write (COPY ... STORED AS LANCE / Create) | {} | {} | {} | {} / {}, {} / {} |",
+        stats[0].cell(),
+        stats[1].cell(),
+        ratio(&stats[0], &stats[1]),
+        s[0].0,
+        s[0].1,
+        s[1].0,
+        s[1].1
+    );
+
+    // 2. Append to an existing empty table (created the same way for both
+    //    sides, outside the timing): INSERT INTO vs InsertBuilder Append.
+    let shapes: Arc<Mutex<Vec<Shape>>> = Arc::default();
+    let prepare = || {
+        let dir = fresh();
+        async move {
+            let uri = uri(&dir);
+            let ctx = sql_context(&[]);
+            run_sql(
+                &ctx,
+                &format!("CREATE EXTERNAL TABLE t ({COLUMNS}) STORED AS LANCE LOCATION '{uri}'"),
+            )
+            .await;
+            (dir, uri)
+        }
+    };
+    let stats = interleaved(
+        args.iters,
+        &mut [
+            side_with_setup(prepare, |(dir, uri): (tempfile::TempDir, String)| {
+                let (partitions, shapes) = (partitions.clone(), Arc::clone(&shapes));
+                async move {
+                    let ctx = sql_context(&partitions);
+                    run_sql(
+                        &ctx,
+                        &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+                    )
+                    .await;
                     run_sql(&ctx, "INSERT INTO t SELECT * FROM source").await;
                     let ds = Dataset::open(&uri).await.expect("open");
-                    let (v, f) = versions_and_fragments(&ds);
-                    (v - 1, f)
-                },
-            )
-            .await,
-        );
-    }
+                    shapes
+                        .lock()
+                        .unwrap()
+                        .push((ds.version_id() - 1, ds.count_fragments()));
+                    drop(dir);
+                }
+            }),
+            side_with_setup(prepare, |(dir, uri): (tempfile::TempDir, String)| {
+                let (all, shapes) = (all.clone(), Arc::clone(&shapes));
+                async move {
+                    let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
+                    let ds =
+                        builder_write(WriteDestination::Dataset(ds), WriteMode::Append, &all).await;
+                    shapes
+                        .lock()
+                        .unwrap()
+                        .push((ds.version_id() - 1, ds.count_fragments()));
+                    drop(dir);
+                }
+            }),
+        ],
+    )
+    .await;
+    let s = shapes.lock().unwrap().clone();
+    println!(
+        "| append to an existing table (INSERT INTO / Append) | {} | {} | {} | +{} / {}, +{} / {} |",
+        stats[0].cell(),
+        stats[1].cell(),
+        ratio(&stats[0], &stats[1]),
+        s[0].0,
+        s[0].1,
+        s[1].0,
+        s[1].1
+    );
 
-    // 2. Lance's InsertBuilder on the same batches (one stream).
-    {
-        let uri = path("builder.lance");
-        results.push(
-            timed("Lance InsertBuilder::execute_stream", rows, async {
-                let params = WriteParams {
-                    mode: WriteMode::Create,
-                    data_storage_version: Some(DEFAULT_STORAGE_VERSION),
-                    ..Default::default()
-                };
-                let reader = RecordBatchIterator::new(all.clone().into_iter().map(Ok), schema());
-                let ds = InsertBuilder::new(uri.as_str())
-                    .with_params(&params)
-                    .execute_stream(
-                        Box::new(reader) as Box<dyn arrow::array::RecordBatchReader + Send>
-                    )
-                    .await
-                    .expect("insert");
-                versions_and_fragments(&ds)
-            })
-            .await,
-        );
-    }
-
-    // 3. Naive sink: one commit per batch (first 1M rows only: it is slow).
-    {
-        let uri = path("naive.lance");
-        let naive_rows = rows.min(1_000_000);
-        let batches: Vec<RecordBatch> = all
-            .iter()
-            .scan(0usize, |seen, b| {
-                *seen += b.num_rows();
-                (*seen <= naive_rows).then(|| b.clone())
-            })
-            .collect();
-        let n = batches.iter().map(|b| b.num_rows()).sum();
-        results.push(
-            timed(
-                "naive sink: one commit per 8192-row batch (first 1M rows only)",
-                n,
-                async {
+    // 3. A naive sink committing every 8192-row batch (first 1M rows).
+    let naive: Vec<RecordBatch> = all
+        .iter()
+        .scan(0usize, |seen, b| {
+            *seen += b.num_rows();
+            (*seen <= 1_000_000).then(|| b.clone())
+        })
+        .collect();
+    let naive_rows: usize = naive.iter().map(|b| b.num_rows()).sum();
+    let shapes: Arc<Mutex<Vec<Shape>>> = Arc::default();
+    let stats = interleaved(
+        args.iters,
+        &mut [side_with_setup(
+            || std::future::ready(fresh()),
+            |dir: tempfile::TempDir| {
+                let (naive, shapes) = (naive.clone(), Arc::clone(&shapes));
+                async move {
+                    let uri = uri(&dir);
                     let mut ds: Option<Dataset> = None;
-                    for b in batches {
+                    for b in naive {
                         let mode = if ds.is_none() {
                             WriteMode::Create
                         } else {
                             WriteMode::Append
                         };
-                        let params = WriteParams {
-                            mode,
-                            ..Default::default()
-                        };
                         let reader = RecordBatchIterator::new([Ok(b)], schema());
                         ds = Some(
-                            Dataset::write(reader, uri.as_str(), Some(params))
+                            Dataset::write(reader, uri.as_str(), Some(params(mode)))
                                 .await
                                 .expect("write"),
                         );
                     }
-                    versions_and_fragments(ds.as_ref().expect("written"))
-                },
-            )
-            .await,
-        );
-    }
-
-    for r in &results {
-        println!(
-            "| {} | {} | {:.2} s | {:.2} M | {:.1} | {} | {} |",
-            r.label,
-            r.rows,
-            r.secs,
-            r.rows as f64 / r.secs / 1e6,
-            r.cores,
-            r.versions,
-            r.fragments
-        );
-    }
-    let (sql, builder) = (&results[0], &results[1]);
+                    let ds = ds.expect("written");
+                    shapes
+                        .lock()
+                        .unwrap()
+                        .push((ds.version_id(), ds.count_fragments()));
+                }
+            },
+        )],
+    )
+    .await;
+    let s = shapes.lock().unwrap().clone();
     println!(
-        "\nSQL INSERT throughput vs InsertBuilder: {:.2}×",
-        (sql.rows as f64 / sql.secs) / (builder.rows as f64 / builder.secs)
+        "| naive sink: one commit per 8192-row batch ({naive_rows} rows) | | {} | | {} / {} |",
+        stats[0].cell(),
+        s[0].0,
+        s[0].1
     );
 }

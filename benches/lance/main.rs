@@ -27,9 +27,18 @@
 //! **upsert**, **dml** — `lance_merge` vs `MergeInsertBuilder` (peak memory
 //! per run), and 1% `DELETE`/`UPDATE` vs Lance's builders.
 //!
-//! Generated data is kept under `target/bench-data` between runs.
+//! **contention** — per statement kind, the highest rate of competing
+//! appends (another process) at which 10 of 10 statements commit with the
+//! default commit budget (`--commit-budget RETRIES,TIMEOUT_MS` to try
+//! others, `--rates 10,50,100` to choose the rates).
+//!
+//! Every cell is the median of `--iters` (default 5) runs with min–max, the
+//! sides of a comparison interleaved (A B A B ...) after one warm-up run
+//! each. Ratios are "time ÷ baseline time": below 1 is faster than the
+//! baseline. Generated data is kept under `target/bench-data` between runs.
 
 mod common;
+mod contention;
 mod dml;
 
 use common::args;
@@ -44,6 +53,10 @@ fn main() {
         .expect("runtime");
     if args.sections.iter().any(|s| s == "upsert-child") {
         runtime.block_on(dml::upsert_child(&args, &args.variant));
+        return;
+    }
+    if args.sections.iter().any(|s| s == "appender-child") {
+        runtime.block_on(contention::appender_child(&args.variant));
         return;
     }
     let run = |name: &str| args.sections.is_empty() || args.sections.iter().any(|s| s == name);
@@ -63,8 +76,13 @@ fn main() {
         if run("dml") {
             dml::dml_table(&args).await;
         }
+        if run("contention") {
+            contention::contention_table(&args).await;
+        }
     });
     println!(
-        "\nCells: median wall time / cores used (CPU time ÷ wall time). Ratios: how many times faster datafusion-lance is."
+        "\nCells: median wall time (min–max) / cores used (CPU time ÷ wall time). Ratios: time ÷ \
+         baseline time (below 1 = faster than the baseline), medians, with the extremes' ratio in \
+         parentheses."
     );
 }

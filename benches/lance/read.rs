@@ -14,7 +14,7 @@ use lance::dataset::builder::DatasetBuilder;
 use lance::session::Session;
 use lance_file::version::LanceFileVersion;
 
-use crate::common::{Args, Measure, exists, measure, write_lance};
+use crate::common::{Args, Stats, exists, interleaved, ratio, side, write_lance};
 
 const Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM lineitem \
     WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
@@ -29,15 +29,6 @@ const Q1: &str = "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty,
     avg(l_discount) AS avg_disc, count(*) AS count_order \
     FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' \
     GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus";
-const Q1_COLUMNS: &[&str] = &[
-    "l_quantity",
-    "l_extendedprice",
-    "l_discount",
-    "l_tax",
-    "l_returnflag",
-    "l_linestatus",
-    "l_shipdate",
-];
 
 pub(crate) async fn run_sql(ctx: &SessionContext, sql: &str) -> usize {
     let df = ctx.sql(sql).await.expect("plan");
@@ -49,29 +40,55 @@ pub(crate) async fn run_sql(ctx: &SessionContext, sql: &str) -> usize {
         .expect("run")
 }
 
-async fn raw_scan(ds: &Arc<Dataset>, columns: &[&str]) -> usize {
+/// Lance's own scanner with the given knobs (no DataFusion), decoding
+/// `columns`: the floor under any SQL engine on top of it.
+fn raw_scanner(
+    ds: &Arc<Dataset>,
+    columns: &[&str],
+    knobs: Knobs,
+) -> lance::dataset::scanner::Scanner {
     let mut scanner = ds.scan();
     scanner
         .project(columns)
         .expect("project")
         .scan_in_order(false);
-    let stream = scanner.try_into_stream().await.expect("stream");
-    stream
-        .try_fold(0, |n, b| async move { Ok(n + b.num_rows()) })
-        .await
-        .expect("scan")
+    if let Some(rows) = knobs.batch_size {
+        scanner.batch_size(rows);
+    }
+    if let Some(n) = knobs.fragment_readahead {
+        scanner.fragment_readahead(n);
+    }
+    scanner
+}
+
+/// Scanner settings both sides of a like-for-like comparison use.
+#[derive(Clone, Copy, Default)]
+struct Knobs {
+    batch_size: Option<usize>,
+    fragment_readahead: Option<usize>,
 }
 
 pub(crate) fn config(partitions: usize) -> SessionConfig {
     SessionConfig::new().with_target_partitions(partitions)
 }
 
-pub(crate) fn secs(m: Measure) -> String {
-    format!("{:.3} s / {:.1}", m.wall.as_secs_f64(), m.cores)
+/// Lance's own provider: as users get it (`new`: ordered scan) or unordered.
+fn lance_provider(ds: &Arc<Dataset>, ordered: bool) -> Arc<lance::datafusion::LanceTableProvider> {
+    Arc::new(lance::datafusion::LanceTableProvider::new_with_ordering(
+        Arc::clone(ds),
+        false,
+        false,
+        ordered,
+    ))
 }
 
-fn ratio(a: Measure, b: Measure) -> String {
-    format!("{:.2}×", b.wall.as_secs_f64() / a.wall.as_secs_f64())
+fn context_with(
+    table: Arc<dyn datafusion::datasource::TableProvider>,
+    cpus: usize,
+) -> SessionContext {
+    let ctx = SessionContext::new_with_config(config(cpus));
+    ctx.register_table("lineitem", table).expect("register");
+    ctx
 }
 
 pub(crate) async fn query_table(args: &Args) {
@@ -80,16 +97,23 @@ pub(crate) async fn query_table(args: &Args) {
     std::fs::create_dir_all(&args.dir).expect("bench dir");
     let parquet = args.dir.join(format!("lineitem-{}.parquet", args.rows));
     println!(
-        "\n## Read path: {} rows, {} fragments of ≤ {per_file} rows, {cpus} cores, {} iterations (median)\n",
+        "\n## Read path: {} rows, {} fragments of ≤ {per_file} rows, {cpus} cores\n",
         args.rows,
         args.rows.div_ceil(per_file),
+    );
+    println!(
+        "Each cell: median of {} interleaved runs (min–max) / cores used. Lance's provider appears \
+         as users get it (`LanceTableProvider::new`: ordered scan) and unordered \
+         (`new_with_ordering(.., false)`); ratios are datafusion-lance's time ÷ the unordered \
+         provider's (and ÷ Parquet's).\n",
         args.iters
     );
     println!(
-        "| data | query | datafusion-lance | lance provider | raw Scanner (decode only) | DataFusion + Parquet | vs lance provider | vs Parquet |"
+        "| data | query | datafusion-lance | Lance provider (ordered, default) | Lance provider (unordered) | DataFusion + Parquet | ÷ Lance unordered | ÷ Parquet |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     let mut sizes = Vec::new();
+    let mut overheads = Vec::new();
     for (label, version) in [
         ("v2.0", LanceFileVersion::V2_0),
         ("v2.1", LanceFileVersion::V2_1),
@@ -104,14 +128,9 @@ pub(crate) async fn query_table(args: &Args) {
             write_lance(&uri, args.rows, per_file, version).await;
             eprintln!("wrote {uri} in {:.1?}", t.elapsed());
         }
+        let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
         if !exists(&parquet) {
-            let ctx = SessionContext::new();
-            let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
-            ctx.register_table(
-                "lineitem",
-                Arc::new(lance::datafusion::LanceTableProvider::new(ds, false, false)),
-            )
-            .expect("register");
+            let ctx = context_with(lance_provider(&ds, false), cpus);
             ctx.sql(&format!(
                 "COPY (SELECT * FROM lineitem) TO '{}' STORED AS PARQUET",
                 parquet.display()
@@ -127,20 +146,8 @@ pub(crate) async fn query_table(args: &Args) {
         let provider = LanceTableProvider::try_new(&uri).await.expect("provider");
         ours.register_table("lineitem", Arc::new(provider))
             .expect("register");
-
-        let theirs = SessionContext::new_with_config(config(cpus));
-        let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
-        theirs
-            .register_table(
-                "lineitem",
-                Arc::new(lance::datafusion::LanceTableProvider::new(
-                    Arc::clone(&ds),
-                    false,
-                    false,
-                )),
-            )
-            .expect("register");
-
+        let ordered = context_with(lance_provider(&ds, true), cpus);
+        let unordered = context_with(lance_provider(&ds, false), cpus);
         let pq = SessionContext::new_with_config(config(cpus));
         pq.register_parquet(
             "lineitem",
@@ -150,71 +157,56 @@ pub(crate) async fn query_table(args: &Args) {
         .await
         .expect("parquet");
 
-        for (name, sql, columns) in [("Q6", Q6, Q6_COLUMNS), ("Q1", Q1, Q1_COLUMNS)] {
-            let a = measure(args.iters, || async {
-                run_sql(&ours, sql).await;
-            })
-            .await;
-            let b = measure(args.iters, || async {
-                run_sql(&theirs, sql).await;
-            })
-            .await;
-            let raw = measure(args.iters, || async {
-                raw_scan(&ds, columns).await;
-            })
-            .await;
-            let p = measure(args.iters, || async {
-                run_sql(&pq, sql).await;
-            })
+        for (name, sql) in [("Q6", Q6), ("Q1", Q1)] {
+            let stats = interleaved(
+                args.iters,
+                &mut [
+                    side(|| async {
+                        run_sql(&ours, sql).await;
+                    }),
+                    side(|| async {
+                        run_sql(&ordered, sql).await;
+                    }),
+                    side(|| async {
+                        run_sql(&unordered, sql).await;
+                    }),
+                    side(|| async {
+                        run_sql(&pq, sql).await;
+                    }),
+                ],
+            )
             .await;
             println!(
                 "| {label} | {name} | {} | {} | {} | {} | {} | {} |",
-                secs(a),
-                secs(b),
-                secs(raw),
-                secs(p),
-                ratio(a, b),
-                ratio(a, p)
+                stats[0].cell(),
+                stats[1].cell(),
+                stats[2].cell(),
+                stats[3].cell(),
+                ratio(&stats[0], &stats[2]),
+                ratio(&stats[0], &stats[3])
             );
         }
-
         sizes.push((label, dir_size(&path)));
+        overheads.push((label, scan_overhead(args, &uri, &ds).await));
+    }
 
-        // Single-partition overhead: executing our planned scan of the Q6
-        // columns (planning excluded) vs the raw Scanner stream.
-        let one = datafusion_lance::lance_session_context(config(1));
-        one.register_table(
-            "lineitem",
-            Arc::new(LanceTableProvider::try_new(&uri).await.expect("provider")),
-        )
-        .expect("register");
-        let sql = format!("SELECT {} FROM lineitem", Q6_COLUMNS.join(", "));
-        let plan = one
-            .sql(&sql)
-            .await
-            .expect("plan")
-            .create_physical_plan()
-            .await
-            .expect("physical plan");
-        let a = measure(args.iters, || async {
-            let stream = execute_stream(Arc::clone(&plan), one.task_ctx()).expect("execute");
-            let _ = stream
-                .try_fold(0, |n, b| async move { Ok(n + b.num_rows()) })
-                .await
-                .expect("scan");
-        })
-        .await;
-        let raw = measure(args.iters, || async {
-            raw_scan(&ds, Q6_COLUMNS).await;
-        })
-        .await;
+    println!(
+        "\nOne partition, the Q6 columns decoded and nothing else: `SELECT <columns> FROM lineitem` \
+         through datafusion-lance vs Lance's `Scanner` with the same batch size (32768 rows) and \
+         fragment readahead (1), both planned inside the timing ({} interleaved runs).\n",
+        args.iters
+    );
+    println!("| data | datafusion-lance scan | raw Scanner | ÷ raw Scanner |");
+    println!("|---|---|---|---|");
+    for (label, (a, raw)) in overheads {
         println!(
-            "| {label} | scan of the Q6 columns, 1 partition | {} | | {} | | | overhead vs raw Scanner {:.2}× |",
-            secs(a),
-            secs(raw),
-            a.wall.as_secs_f64() / raw.wall.as_secs_f64()
+            "| {label} | {} | {} | {} |",
+            a.cell(),
+            raw.cell(),
+            ratio(&a, &raw)
         );
     }
+
     println!("\n| data | size on disk | Parquet |");
     println!("|---|---|---|");
     for (label, bytes) in sizes {
@@ -224,6 +216,52 @@ pub(crate) async fn query_table(args: &Args) {
             std::fs::metadata(&parquet).map_or(0, |m| m.len()) as f64 / 1e6
         );
     }
+}
+
+/// Single-partition scan of the Q6 columns: ours vs the raw Scanner, same
+/// knobs, both planned inside the timing (our scan node plans a Lance
+/// scanner when it executes, like the raw side).
+async fn scan_overhead(args: &Args, uri: &str, ds: &Arc<Dataset>) -> (Stats, Stats) {
+    let knobs = Knobs {
+        batch_size: Some(32768),
+        fragment_readahead: Some(1),
+    };
+    let one = datafusion_lance::lance_session_context(config(1));
+    for setting in [
+        format!("SET lance.batch_size = {}", knobs.batch_size.unwrap()),
+        format!(
+            "SET lance.fragment_readahead = {}",
+            knobs.fragment_readahead.unwrap()
+        ),
+    ] {
+        one.sql(&setting).await.expect("setting");
+    }
+    one.register_table(
+        "lineitem",
+        Arc::new(LanceTableProvider::try_new(uri).await.expect("provider")),
+    )
+    .expect("register");
+    let sql = format!("SELECT {} FROM lineitem", Q6_COLUMNS.join(", "));
+    let stats = interleaved(
+        args.iters,
+        &mut [
+            side(|| async {
+                run_sql(&one, &sql).await;
+            }),
+            side(|| async {
+                let stream = raw_scanner(ds, Q6_COLUMNS, knobs)
+                    .try_into_stream()
+                    .await
+                    .expect("stream");
+                stream
+                    .try_fold(0, |n, b| async move { Ok(n + b.num_rows()) })
+                    .await
+                    .expect("scan");
+            }),
+        ],
+    )
+    .await;
+    (stats[0], stats[1])
 }
 
 fn dir_size(path: &Path) -> u64 {
@@ -378,20 +416,49 @@ pub(crate) async fn session_table(args: &Args) {
         dir_size(&path) / 1_000_000
     );
     println!(
-        "| mode | 24 concurrent cold opens: time / session bytes | 24 concurrent cold opens + scans: time / session bytes | 1 open + scan |"
+        "Each cell: median of {} interleaved cold runs (min–max) / bytes held by the sessions \
+         (median). Every run starts with new sessions.\n",
+        args.iters
+    );
+    println!(
+        "| mode | 24 concurrent cold opens | 24 concurrent cold opens + scans | 1 open + scan |"
     );
     println!("|---|---|---|---|");
-    let fmt =
-        |(t, b): (Duration, u64)| format!("{:.3} s / {:.1} MB", t.as_secs_f64(), b as f64 / 1e6);
     let normalized = datafusion_lance::session::normalize_uri(&uri).expect("uri");
+    let modes = [Mode::PerOpen, Mode::LanceShared, Mode::Ours];
+    let shapes = [(24, false), (24, true), (1, true)];
+    // [mode][shape] -> (times, bytes)
+    let mut runs = vec![vec![(Vec::new(), Vec::new()); shapes.len()]; modes.len()];
     let mut last_cache = None;
-    for mode in [Mode::PerOpen, Mode::LanceShared, Mode::Ours] {
-        let mut cells = Vec::new();
-        for (n, scan) in [(24, false), (24, true), (1, true)] {
-            let (result, cache) = open_mode(mode, &normalized, n, scan).await;
-            cells.push(fmt(result));
-            last_cache = cache.or(last_cache);
+    for round in 0..=args.iters {
+        for (m, mode) in modes.iter().enumerate() {
+            for (s, &(n, scan)) in shapes.iter().enumerate() {
+                let ((time, bytes), cache) = open_mode(*mode, &normalized, n, scan).await;
+                last_cache = cache.or(last_cache);
+                if round > 0 {
+                    // round 0 warms the OS page cache for every mode alike
+                    runs[m][s].0.push(time);
+                    runs[m][s].1.push(bytes);
+                }
+            }
         }
+    }
+    for (m, mode) in modes.iter().enumerate() {
+        let cells: Vec<String> = runs[m]
+            .iter()
+            .map(|(times, bytes)| {
+                let stats = Stats::from_runs(times.clone(), Duration::ZERO);
+                let mut bytes = bytes.clone();
+                bytes.sort_unstable();
+                format!(
+                    "{:.3} s ({:.3}–{:.3}) / {:.1} MB",
+                    stats.median.as_secs_f64(),
+                    stats.min.as_secs_f64(),
+                    stats.max.as_secs_f64(),
+                    bytes[bytes.len() / 2] as f64 / 1e6
+                )
+            })
+            .collect();
         println!(
             "| {} | {} | {} | {} |",
             mode.label(),
@@ -407,22 +474,30 @@ pub(crate) async fn session_table(args: &Args) {
         cache.opener_stats(),
         cache.session().metadata_cache_stats().await,
     );
-    let n = 200;
-    let t = Instant::now();
-    for _ in 0..n {
-        cache
-            .open(&normalized, &Default::default(), &VersionSpec::Latest)
-            .await
-            .expect("open");
+    let n = 200u32;
+    let mut batches = Vec::new();
+    for _ in 0..args.iters.max(1) {
+        let t = Instant::now();
+        for _ in 0..n {
+            cache
+                .open(&normalized, &Default::default(), &VersionSpec::Latest)
+                .await
+                .expect("open");
+        }
+        batches.push(t.elapsed() / n);
     }
-    let per = t.elapsed() / n;
+    let per = Stats::from_runs(batches, Duration::ZERO);
     let after = (
         cache.opener_stats(),
         cache.session().metadata_cache_stats().await,
     );
     println!(
-        "\nWarm open (datafusion-lance, table already open): {:.3} ms per open; manifest loads during {n} opens: {}, metadata cache misses: {}",
-        per.as_secs_f64() * 1e3,
+        "\nWarm open (datafusion-lance, table already open): {:.3} ms per open (median of {} \
+         batches of {n}, {:.3}–{:.3}); manifest loads during these opens: {}, metadata cache misses: {}",
+        per.median.as_secs_f64() * 1e3,
+        args.iters.max(1),
+        per.min.as_secs_f64() * 1e3,
+        per.max.as_secs_f64() * 1e3,
         after.0.loads - before.0.loads,
         after.1.misses - before.1.misses
     );

@@ -63,6 +63,8 @@ pub struct LanceMergeExec {
     keys: Vec<String>,
     options: MergeOptions,
     output: MergeOutput,
+    /// The source reads the target table (at the statement's version).
+    reads_target: bool,
     properties: Arc<PlanProperties>,
 }
 
@@ -90,12 +92,14 @@ impl LanceMergeExec {
             MergeOutput::Count => count_schema(),
         };
         let properties = one_row_properties(schema);
+        let reads_target = reads_table(&input, &target.display_uri);
         Self {
             input,
             target,
             keys,
             options,
             output,
+            reads_target,
             properties,
         }
     }
@@ -179,18 +183,19 @@ impl ExecutionPlan for LanceMergeExec {
             .iter()
             .map(|k| source_schema.index_of(k))
             .collect::<Result<Vec<_>, _>>()?;
-        let (target, keys, options, output) = (
+        let (target, keys, options, output, reads_target) = (
             Arc::clone(&self.target),
             self.keys.clone(),
             self.options.clone(),
             self.output,
+            self.reads_target,
         );
         let schema = self.output_schema();
         let fut = async move {
             let _writing = target.in_flight();
             let source = checked_source(inputs, &source_schema, key_indices, &target).await?;
             let (inserted, updated, deleted, version) =
-                run_merge(&target, keys, &options, source).await?;
+                run_merge(&target, keys, &options, source, reads_target).await?;
             match output {
                 MergeOutput::Count => count_batch(inserted + updated),
                 MergeOutput::Stats => Ok(RecordBatch::try_new(
@@ -209,23 +214,44 @@ impl ExecutionPlan for LanceMergeExec {
     }
 }
 
+/// True when `plan` scans the table shown as `display_uri`.
+fn reads_table(plan: &Arc<dyn ExecutionPlan>, display_uri: &str) -> bool {
+    plan.downcast_ref::<super::LanceScanExec>()
+        .is_some_and(|scan| scan.uri() == display_uri)
+        || plan
+            .children()
+            .into_iter()
+            .any(|child| reads_table(child, display_uri))
+}
+
 /// Runs the merge-insert job under the table's merge lock.
+///
+/// A source computed from the table itself was read at the statement's
+/// version: the merge runs against that version, and a conflicting commit by
+/// another writer fails the statement (merging those rows into a newer
+/// version could undo that writer's change). Any other source merges into
+/// the latest version, read inside the lock (a merge that waited sees what
+/// the previous one committed), and is merged again when another writer's
+/// commit conflicts.
 async fn run_merge(
     target: &WriteTarget,
     keys: Vec<String>,
     options: &MergeOptions,
     source: Vec<RecordBatch>,
+    reads_target: bool,
 ) -> DFResult<(u64, u64, u64, u64)> {
     let lock = merge_lock(&target.uri);
     let _guard = lock.lock().await;
     let started = Instant::now();
-    // The latest version, read inside the lock: a merge that waited sees
-    // what the previous one committed.
-    let latest = target
-        .cache
-        .open(&target.uri, &target.params, &VersionSpec::Latest)
-        .await?;
-    let mut dataset = latest;
+    let mut dataset = match (&target.base, reads_target) {
+        (Some(base), true) => Arc::clone(base),
+        _ => {
+            target
+                .cache
+                .open(&target.uri, &target.params, &VersionSpec::Latest)
+                .await?
+        }
+    };
     let mut attempt = 1;
     loop {
         let job = merge_job(target, &dataset, &keys, options)?;
@@ -267,7 +293,8 @@ async fn run_merge(
                     remove_new_deletion_files(&dataset, &updated).await;
                 }
                 let retry = matches!(e, lance::Error::RetryableCommitConflict { .. })
-                    && attempt < MERGE_ATTEMPTS;
+                    && attempt < MERGE_ATTEMPTS
+                    && !reads_target;
                 if !retry {
                     return Err(merge_error(target, e, started).await);
                 }

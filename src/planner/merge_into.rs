@@ -45,7 +45,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 
 use crate::table::merge::{
     LanceMergeTable, MergeCondition, MergeOptions, WhenMatched, WhenNotMatched,
-    WhenNotMatchedBySource, check_condition, resolve_lance_table,
+    WhenNotMatchedBySource, check_condition, lance_table,
 };
 
 /// The two sides of a merge, by the names the statement gives them.
@@ -140,19 +140,28 @@ pub async fn plan_merge_into(state: &SessionState, merge: &Merge) -> DFResult<Lo
     let TableFactor::Table {
         name: target_name,
         alias,
+        version,
+        args,
         ..
     } = &merge.table
     else {
         return plan_err!("MERGE INTO: the target must be a table");
     };
+    if let Some(version) = version {
+        return plan_err!(
+            "MERGE INTO: '{version}' on the target '{target_name}' is not supported: a merge \
+             writes the latest version"
+        );
+    }
+    if args.is_some() {
+        return plan_err!("MERGE INTO: the target must be a table, not a table function");
+    }
     let reference = object_name_to_table_reference(target_name.clone(), normalize)?;
-    let target = resolve_lance_table(state, &reference.to_string())
-        .await
-        .map_err(|_| {
-            datafusion::error::DataFusionError::Plan(format!(
-                "MERGE INTO: '{reference}' is not a registered Lance table"
-            ))
-        })?;
+    let target = lance_table(state, reference.clone()).await.map_err(|_| {
+        datafusion::error::DataFusionError::Plan(format!(
+            "MERGE INTO: '{reference}' is not a registered Lance table"
+        ))
+    })?;
     let target_alias = alias
         .as_ref()
         .map(|a| idents.normalize(a.name.clone()))
@@ -202,6 +211,15 @@ async fn plan_source(
     idents: &IdentNormalizer,
     normalize: bool,
 ) -> DFResult<(LogicalPlan, String)> {
+    if let TableFactor::Table { alias: Some(a), .. } | TableFactor::Derived { alias: Some(a), .. } =
+        factor
+        && !a.columns.is_empty()
+    {
+        return not_impl_err!(
+            "MERGE INTO: column names in the source alias ({a}) are not supported; name the \
+             columns in the source query instead"
+        );
+    }
     let (query, alias) = match factor {
         TableFactor::Table { name, alias, .. } => {
             let alias = match alias {
@@ -403,6 +421,19 @@ impl Clauses {
                                     value,
                                     text: v.to_string(),
                                 });
+                            }
+                            // Lance inserts the source's key: SQL would insert
+                            // NULL for a key the list leaves out.
+                            if let Some(key) = keys
+                                .iter()
+                                .find(|k| !columns.iter().any(|w| w.column == **k))
+                            {
+                                return not_impl_err!(
+                                    "MERGE INTO: INSERT must write the key column {key} \
+                                     ({key} = {}.{key}): Lance's merge-insert inserts the \
+                                     source's key",
+                                    sides.source
+                                );
                             }
                             clauses.write(columns, keys, sides)?;
                         }

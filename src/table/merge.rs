@@ -233,9 +233,10 @@ pub(crate) fn check_condition(expr: &Expr, schema: &DFSchema) -> DFResult<()> {
     let mut problem: Option<String> = None;
     expr.apply(|e| {
         problem = match e {
-            Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_) => {
-                Some("a subquery".to_string())
-            }
+            Expr::ScalarSubquery(_)
+            | Expr::Exists(_)
+            | Expr::InSubquery(_)
+            | Expr::SetComparison(_) => Some("a subquery".to_string()),
             Expr::AggregateFunction(_) => Some("an aggregate".to_string()),
             Expr::WindowFunction(_) => Some("a window function".to_string()),
             Expr::BinaryExpr(b) if is_comparison(b.op) => float_zero(&[&b.left, &b.right], schema),
@@ -426,16 +427,25 @@ pub(crate) async fn resolve_lance_table(
     state: &dyn Session,
     name: &str,
 ) -> Result<Arc<LanceTableProvider>> {
-    let not_found = || {
-        Error::unsupported(format!(
-            "{MERGE_FUNCTION_NAME}: '{name}' is not a registered Lance table"
-        ))
-    };
+    lance_table(state, TableReference::from(name))
+        .await
+        .map_err(|_| {
+            Error::unsupported(format!(
+                "{MERGE_FUNCTION_NAME}: '{name}' is not a registered Lance table"
+            ))
+        })
+}
+
+/// The Lance table `reference` names (already normalised), or `None`.
+pub(crate) async fn lance_table(
+    state: &dyn Session,
+    reference: TableReference,
+) -> Result<Arc<LanceTableProvider>> {
+    let not_found = || Error::unsupported(format!("'{reference}' is not a registered Lance table"));
     let state = state
         .as_any()
         .downcast_ref::<SessionState>()
         .ok_or_else(not_found)?;
-    let reference = TableReference::from(name);
     let schema = state
         .schema_for_ref(reference.clone())
         .map_err(|_| not_found())?;

@@ -333,3 +333,63 @@ async fn random_dml_sequences_match_a_model() {
         }
     }
 }
+
+/// A merge whose source is computed from the target reads the statement's
+/// version; when another writer changes the same rows before the merge
+/// commits, the merge fails with the conflict error instead of writing rows
+/// computed from the old version over the new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_from_its_own_table_never_undoes_a_concurrent_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    table(&ctx, &uri, true).await;
+    run(
+        &ctx,
+        "INSERT INTO t SELECT value, 1, 'a' FROM generate_series(0, 99)",
+    )
+    .await;
+    let plan = ctx
+        .sql("SELECT * FROM lance_merge('t', (SELECT id, v + 1 AS v, tag FROM t WHERE id < 10), 'id')")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    // Another process sets v = 100 on the same rows.
+    let other = uri.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let ds = Arc::new(lance::Dataset::open(&other).await.unwrap());
+            lance::dataset::UpdateBuilder::new(ds)
+                .update_where("id < 10")
+                .unwrap()
+                .set("v", "100")
+                .unwrap()
+                .build()
+                .unwrap()
+                .execute()
+                .await
+                .unwrap();
+        });
+    })
+    .join()
+    .unwrap();
+    let err = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("a concurrent write conflicts with this statement"),
+        "{err}"
+    );
+    assert_eq!(
+        ints(&ctx, "SELECT count(*), min(v), max(v) FROM t WHERE id < 10").await,
+        vec![10, 100, 100],
+        "the other writer's update stands"
+    );
+}
