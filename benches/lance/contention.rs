@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use arrow::array::{Float64Array, Int64Array, RecordBatch, RecordBatchIterator};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use lance::Dataset;
-use lance::dataset::{WriteMode, WriteParams};
+use lance::dataset::{InsertBuilder, WriteDestination, WriteMode, WriteParams};
 
 use crate::common::Args;
 use crate::read::config;
@@ -34,20 +34,6 @@ fn rows(ids: std::ops::Range<i64>) -> RecordBatch {
     .expect("batch")
 }
 
-async fn write(uri: &str, batch: RecordBatch, mode: WriteMode) -> Dataset {
-    let params = WriteParams {
-        mode,
-        ..Default::default()
-    };
-    Dataset::write(
-        RecordBatchIterator::new([Ok(batch)], schema()),
-        uri,
-        Some(params),
-    )
-    .await
-    .expect("write")
-}
-
 /// Runs in a child process: appends one row `rate` times a second to the
 /// table at `uri` until killed (or `seconds` pass).
 pub(crate) async fn appender_child(variant: &str) {
@@ -61,20 +47,23 @@ pub(crate) async fn appender_child(variant: &str) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let started = Instant::now();
     let mut next = 1_000_000_000i64;
+    let params = WriteParams {
+        mode: WriteMode::Append,
+        ..Default::default()
+    };
+    let mut dataset = Arc::new(Dataset::open(&uri).await.expect("open"));
     while started.elapsed().as_secs_f64() < seconds {
         ticks.tick().await;
-        // Failures (lost races beyond Lance's budget) are simply skipped.
-        let params = WriteParams {
-            mode: WriteMode::Append,
-            ..Default::default()
-        };
-        let _ = Dataset::write(
-            RecordBatchIterator::new([Ok(rows(next..next + 1))], schema()),
-            uri.as_str(),
-            Some(params),
-        )
-        .await;
+        let appended = InsertBuilder::new(WriteDestination::Dataset(Arc::clone(&dataset)))
+            .with_params(&params)
+            .execute(vec![rows(next..next + 1)])
+            .await;
         next += 1;
+        dataset = match appended {
+            Ok(new) => Arc::new(new),
+            // A lost race beyond Lance's budget: skip this one.
+            Err(_) => Arc::new(Dataset::open(&uri).await.expect("open")),
+        };
     }
 }
 
@@ -96,13 +85,21 @@ async fn latest_version(uri: &str) -> u64 {
     Dataset::open(uri).await.expect("open").version_id()
 }
 
+/// Rows of the table the statements change.
+const TABLE_ROWS: i64 = 1_000_000;
+
+/// Each statement touches 1% of the table (10,000 rows); `{k}` varies it.
 const KINDS: &[(&str, &str)] = &[
-    ("INSERT", "INSERT INTO t VALUES ({k} + 500000, 0.5)"),
-    ("DELETE", "DELETE FROM t WHERE id = {k}"),
-    ("UPDATE", "UPDATE t SET v = v + 1 WHERE id = {k}"),
+    (
+        "INSERT",
+        "INSERT INTO t SELECT value + 2000000 + {k} * 10000, 0.5 FROM generate_series(0, 9999)",
+    ),
+    ("DELETE", "DELETE FROM t WHERE id % 100 = {k}"),
+    ("UPDATE", "UPDATE t SET v = v + 1 WHERE id % 100 = {k}"),
     (
         "lance_merge",
-        "SELECT * FROM lance_merge('t', (SELECT {k} AS id, 7.0 AS v), 'id')",
+        "SELECT * FROM lance_merge('t', (SELECT value * 100 + {k} AS id, 7.0 AS v \
+         FROM generate_series(0, 9999)), 'id')",
     ),
 ];
 
@@ -114,7 +111,18 @@ async fn trial(args: &Args, kind: &str, template: &str, rate: u32) -> (usize, f6
         .tempdir_in(&args.dir)
         .expect("dir");
     let uri = dir.path().join("t.lance").to_string_lossy().to_string();
-    write(&uri, rows(0..100_000), WriteMode::Create).await;
+    let params = WriteParams {
+        mode: WriteMode::Create,
+        max_rows_per_file: (TABLE_ROWS / 10) as usize,
+        ..Default::default()
+    };
+    Dataset::write(
+        RecordBatchIterator::new([Ok(rows(0..TABLE_ROWS))], schema()),
+        uri.as_str(),
+        Some(params),
+    )
+    .await
+    .expect("table");
     let ctx = datafusion_lance::lance_session_context(config(2));
     ctx.sql(&format!(
         "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
@@ -140,7 +148,7 @@ async fn trial(args: &Args, kind: &str, template: &str, rate: u32) -> (usize, f6
     let mut committed = 0;
     let mut slowest = Duration::ZERO;
     for k in 0..10 {
-        let sql = template.replace("{k}", &(k * 1000 + 17).to_string());
+        let sql = template.replace("{k}", &(k * 7 + 3).to_string());
         let t = Instant::now();
         let result = match ctx.sql(&sql).await {
             Ok(df) => df.collect().await.map(|_| ()),
@@ -176,7 +184,8 @@ pub(crate) async fn contention_table(args: &Args) {
     };
     println!(
         "\n## Commits under write load: another process appends one row per commit at a set rate; \
-         10 statements of each kind on a 100,000-row table, with {budget}\n"
+         10 statements of each kind, each changing 1% of a 1,000,000-row table (10 fragments), \
+         with {budget}\n"
     );
     println!(
         "| statement | highest rate with 10/10 committed (achieved appends/s) | slowest statement there | first rate that failed: committed |"

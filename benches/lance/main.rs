@@ -59,6 +59,7 @@ fn main() {
         runtime.block_on(contention::appender_child(&args.variant));
         return;
     }
+    std::fs::create_dir_all(&args.dir).expect("bench data directory");
     let run = |name: &str| args.sections.is_empty() || args.sections.iter().any(|s| s == name);
     runtime.block_on(async {
         if run("read") {
