@@ -149,7 +149,7 @@ pub(crate) async fn insert_table(args: &Args) {
         let dir = fresh();
         async move {
             let uri = uri(&dir);
-            let ctx = sql_context(&[]);
+            let ctx = datafusion_lance::lance_session_context(config(1));
             run_sql(
                 &ctx,
                 &format!("CREATE EXTERNAL TABLE t ({COLUMNS}) STORED AS LANCE LOCATION '{uri}'"),
