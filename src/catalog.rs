@@ -19,7 +19,8 @@ use datafusion::prelude::SessionContext;
 use datafusion_session::SessionStore;
 
 use crate::error::Error;
-use crate::session::{LanceSessionCache, normalize_uri};
+use crate::location::normalize_uri;
+use crate::session::LanceSessionCache;
 use crate::table::LanceTableProvider;
 
 /// Resolves quoted table names: Lance datasets first, then DataFusion's

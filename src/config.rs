@@ -13,14 +13,15 @@ use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::str::FromStr;
+use std::sync::LazyLock;
 
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
 use datafusion::error::Result as DFResult;
 
+use lance::dataset::{DEFAULT_INDEX_CACHE_SIZE, DEFAULT_METADATA_CACHE_SIZE};
 use lance_file::version::LanceFileVersion;
 
 use crate::error::{Error, Result};
-use crate::session::CacheBudgets;
 
 /// The namespace of every setting and table option of this crate.
 pub const PREFIX: &str = "lance";
@@ -366,6 +367,40 @@ pub struct CommitBudget {
 impl Default for CommitBudget {
     fn default() -> Self {
         LanceConfig::default().commit_budget()
+    }
+}
+
+/// Environment variable overriding the default metadata cache budget (bytes).
+pub const METADATA_CACHE_ENV: &str = "DATAFUSION_LANCE_METADATA_CACHE_BYTES";
+/// Environment variable overriding the default index cache budget (bytes).
+pub const INDEX_CACHE_ENV: &str = "DATAFUSION_LANCE_INDEX_CACHE_BYTES";
+
+/// Cache budgets of a Lance session, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CacheBudgets {
+    /// Budget of the metadata cache (manifests, file metadata).
+    pub metadata_bytes: usize,
+    /// Budget of the index cache.
+    pub index_bytes: usize,
+}
+
+impl CacheBudgets {
+    /// Lance's defaults, overridden by `DATAFUSION_LANCE_METADATA_CACHE_BYTES`
+    /// and `DATAFUSION_LANCE_INDEX_CACHE_BYTES` when set.
+    pub fn from_env() -> Self {
+        static FROM_ENV: LazyLock<CacheBudgets> = LazyLock::new(|| {
+            let read = |name: &str, default: usize| {
+                std::env::var(name)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(default)
+            };
+            CacheBudgets {
+                metadata_bytes: read(METADATA_CACHE_ENV, DEFAULT_METADATA_CACHE_SIZE),
+                index_bytes: read(INDEX_CACHE_ENV, DEFAULT_INDEX_CACHE_SIZE),
+            }
+        });
+        *FROM_ENV
     }
 }
 

@@ -141,7 +141,7 @@ impl Error {
     ///
     /// "Dataset not found" errors become [`Error::DatasetNotFound`].
     pub fn lance(action: &'static str, uri: &str, source: lance::Error) -> Self {
-        let uri = crate::session::redact_uri(uri);
+        let uri = crate::location::redact_uri(uri);
         match source {
             lance::Error::DatasetNotFound { .. } => Self::DatasetNotFound { uri, source },
             source => Self::Lance {
@@ -210,6 +210,18 @@ fn strip_locations(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+impl From<crate::location::InvalidLocation> for Error {
+    fn from(e: crate::location::InvalidLocation) -> Self {
+        Error::invalid_option("location", e.location, e.reason)
+    }
+}
+
+impl From<crate::location::InvalidLocation> for DataFusionError {
+    fn from(e: crate::location::InvalidLocation) -> Self {
+        Error::from(e).into()
+    }
 }
 
 impl From<Error> for DataFusionError {

@@ -35,11 +35,12 @@ use datafusion::physical_plan::projection::ProjectionExec;
 
 use crate::config::{LanceConfig, LanceTableOptions};
 use crate::error::Error;
+use crate::location::{TableLocation, normalize_uri, redact_uri};
 use crate::physical_plan::commit::ensure_absent;
 use crate::physical_plan::{
     CommitKind, LanceCommitExec, LanceWriteExec, WriteOptions, WriteTarget,
 };
-use crate::session::{LanceSessionCache, normalize_uri, redact_uri, store_params};
+
 use crate::table::create::storable_type;
 
 /// Registers `STORED AS LANCE` for `COPY ... TO`.
@@ -141,14 +142,10 @@ impl FileFormat for LanceFormat {
         let settings = LanceConfig::from_options(state.config_options());
         let input = storable_input(input)?;
         let target = Arc::new(WriteTarget {
-            table: display.clone(),
-            display_uri: display,
-            uri,
-            params: store_params(&self.options.storage_options),
-            cache: LanceSessionCache::for_config(state.config()),
-            base: None,
+            table: display,
+            location: TableLocation::new(uri, self.options.storage_options.clone()),
+            read: None,
             schema: input.schema(),
-            aborted: Default::default(),
             commit_budget: settings.commit_budget(),
             options: WriteOptions {
                 max_rows_per_file: self
@@ -166,7 +163,7 @@ impl FileFormat for LanceFormat {
                 stable_row_ids: self.options.enable_stable_row_ids.unwrap_or(false),
             },
         });
-        ensure_absent(&target).await?;
+        ensure_absent(&target.open_for(state.config())).await?;
         let write = Arc::new(LanceWriteExec::new(input, Arc::clone(&target)));
         Ok(Arc::new(LanceCommitExec::new(
             write,

@@ -41,6 +41,7 @@ pub mod catalog;
 pub mod config;
 pub mod error;
 pub mod format;
+pub mod location;
 pub mod physical_plan;
 pub mod planner;
 pub mod session;
@@ -55,14 +56,17 @@ use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use catalog::{LanceUrlTableFactory, enable_lance_url_tables};
-pub use config::{CommitBudget, FilterPushdown, LanceConfig, LanceTableOptions, VersionSpec};
+pub use config::{
+    CacheBudgets, CommitBudget, FilterPushdown, LanceConfig, LanceTableOptions, VersionSpec,
+};
 pub use error::{Error, Result};
+pub use location::{normalize_uri, redact_uri};
 pub use physical_plan::LanceScanExec;
-pub use session::{CacheBudgets, LanceSessionCache};
-pub use table::merge::{
-    MERGE_FUNCTION_NAME, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched,
+pub use physical_plan::merge_options::{
+    MERGE_FUNCTION_NAME, MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched,
     WhenNotMatchedBySource,
 };
+pub use session::LanceSessionCache;
 pub use table::{LanceTableProvider, LanceTableProviderBuilder, LanceTableProviderFactory};
 pub use udtf::{CacheStatsFunction, VersionsFunction};
 

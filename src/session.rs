@@ -29,23 +29,19 @@ use std::sync::{Arc, LazyLock, Mutex};
 use datafusion::execution::config::SessionConfig;
 use lance::Dataset;
 use lance::dataset::builder::DatasetBuilder;
-use lance::dataset::{DEFAULT_INDEX_CACHE_SIZE, DEFAULT_METADATA_CACHE_SIZE};
 use lance::session::Session;
 use lance_io::object_store::{ObjectStore, ObjectStoreParams, StorageOptionsAccessor};
 use lance_table::io::commit::{CommitHandler, ManifestLocation};
 use object_store_014::path::Path;
 use tokio::sync::OnceCell;
 
-use crate::config::{LanceConfig, VersionSpec};
+use crate::config::{CacheBudgets, LanceConfig, VersionSpec};
 use crate::error::{Error, Result};
+use crate::location::{Snapshot, TableLocation, normalize_uri, redact_uri};
 
 /// Environment variable: `0` disables session sharing (every open gets a
 /// private Lance session). For A/B measurement only.
 pub const SHARE_SESSION_ENV: &str = "DATAFUSION_LANCE_SHARE_SESSION";
-/// Environment variable overriding the default metadata cache budget (bytes).
-pub const METADATA_CACHE_ENV: &str = "DATAFUSION_LANCE_METADATA_CACHE_BYTES";
-/// Environment variable overriding the default index cache budget (bytes).
-pub const INDEX_CACHE_ENV: &str = "DATAFUSION_LANCE_INDEX_CACHE_BYTES";
 
 static SHARING_DISABLED: LazyLock<bool> = LazyLock::new(|| {
     std::env::var(SHARE_SESSION_ENV)
@@ -56,81 +52,6 @@ static SHARING_DISABLED: LazyLock<bool> = LazyLock::new(|| {
 /// True when `DATAFUSION_LANCE_SHARE_SESSION=0` is set for this process.
 pub fn session_sharing_disabled() -> bool {
     *SHARING_DISABLED
-}
-
-/// Cache budgets of a Lance session, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct CacheBudgets {
-    /// Budget of the metadata cache (manifests, file metadata).
-    pub metadata_bytes: usize,
-    /// Budget of the index cache.
-    pub index_bytes: usize,
-}
-
-impl CacheBudgets {
-    /// Lance's defaults, overridden by `DATAFUSION_LANCE_METADATA_CACHE_BYTES`
-    /// and `DATAFUSION_LANCE_INDEX_CACHE_BYTES` when set.
-    pub fn from_env() -> Self {
-        static FROM_ENV: LazyLock<CacheBudgets> = LazyLock::new(|| {
-            let read = |name: &str, default: usize| {
-                std::env::var(name)
-                    .ok()
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-                    .unwrap_or(default)
-            };
-            CacheBudgets {
-                metadata_bytes: read(METADATA_CACHE_ENV, DEFAULT_METADATA_CACHE_SIZE),
-                index_bytes: read(INDEX_CACHE_ENV, DEFAULT_INDEX_CACHE_SIZE),
-            }
-        });
-        *FROM_ENV
-    }
-}
-
-/// Removes credentials (user info, query string) from a URI before it is shown.
-pub fn redact_uri(uri: &str) -> String {
-    match url::Url::parse(uri) {
-        Ok(mut url) if url.scheme().len() > 1 => {
-            let _ = url.set_username("");
-            let _ = url.set_password(None);
-            url.set_query(None);
-            url.to_string()
-        }
-        _ => uri.to_string(),
-    }
-}
-
-/// Normalises a table location so that one dataset has one cache key:
-/// local paths become absolute with no trailing slash, `file://` URLs become
-/// plain paths.
-pub fn normalize_uri(uri: &str) -> Result<String> {
-    let trimmed = uri.trim();
-    if trimmed.is_empty() {
-        return Err(Error::invalid_option(
-            "location",
-            uri,
-            "empty table location",
-        ));
-    }
-    let local = if let Ok(url) = url::Url::parse(trimmed) {
-        match url.scheme() {
-            "file" => url
-                .to_file_path()
-                .map_err(|_| Error::invalid_option("location", uri, "not a valid file URL"))?,
-            // A one-letter "scheme" is a Windows drive letter.
-            s if s.len() > 1 => return Ok(trimmed.trim_end_matches('/').to_string()),
-            _ => std::path::PathBuf::from(trimmed),
-        }
-    } else {
-        std::path::PathBuf::from(trimmed)
-    };
-    let absolute = std::path::absolute(&local)
-        .map_err(|e| Error::invalid_option("location", uri, e.to_string()))?;
-    let mut s = absolute.to_string_lossy().to_string();
-    while s.len() > 1 && s.ends_with('/') {
-        s.pop();
-    }
-    Ok(s)
 }
 
 /// Builds the Lance object-store parameters for a set of storage options.
@@ -214,6 +135,10 @@ pub struct LanceSessionCache {
     kind: Kind,
     budgets: Option<CacheBudgets>,
     tables: Mutex<HashMap<TableKey, Arc<TableState>>>,
+    /// Store parameters given explicitly for a location (object-store
+    /// wrappers, for instance), found again by plan nodes that carry only
+    /// the location.
+    params: Mutex<HashMap<TableLocation, ObjectStoreParams>>,
     counters: Counters,
 }
 
@@ -236,8 +161,85 @@ impl LanceSessionCache {
             kind,
             budgets,
             tables: Mutex::new(HashMap::new()),
+            params: Mutex::new(HashMap::new()),
             counters: Counters::default(),
         }
+    }
+
+    /// The cache a running task uses (the one its session set up; see
+    /// [`Self::for_config`]).
+    pub fn for_task(context: &datafusion::execution::TaskContext) -> Arc<Self> {
+        Self::for_config(context.session_config())
+    }
+
+    /// Remembers explicit store parameters for `location`, so that plan
+    /// nodes of this process that carry only the location open it the same
+    /// way.
+    pub(crate) fn register_params(&self, location: &TableLocation, params: &ObjectStoreParams) {
+        self.params
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(location.clone(), params.clone());
+    }
+
+    /// The store parameters to open `location` with: those registered for it
+    /// in this process, else the ones its storage options give.
+    pub fn params_for(&self, location: &TableLocation) -> ObjectStoreParams {
+        self.params
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(location)
+            .cloned()
+            .unwrap_or_else(|| store_params(&location.storage_options))
+    }
+
+    /// Opens the committed `snapshot` of the table at `uri`, known to exist
+    /// (a version a plan was made for): the dataset this cache holds for it
+    /// when there is one, with no I/O; else one load, shared by concurrent
+    /// callers and kept while the manifest has an e_tag.
+    pub async fn open_snapshot(
+        &self,
+        uri: &str,
+        params: &ObjectStoreParams,
+        snapshot: &Snapshot,
+    ) -> Result<Arc<Dataset>> {
+        // Only loads are counted: a task finding the version held is free.
+        if session_sharing_disabled() {
+            return self
+                .open(uri, params, &VersionSpec::Version(snapshot.version))
+                .await;
+        }
+        let state = self.table_state(TableKey {
+            uri: uri.to_string(),
+            params: params.clone(),
+        });
+        let held = state.head.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(head) = held
+            && head.version_id() == snapshot.version
+            && e_tags_match(
+                head.manifest_location().e_tag.as_deref(),
+                snapshot.e_tag.as_deref(),
+            )
+        {
+            return Ok(head);
+        }
+        let key = LoadKey::Pinned {
+            version: snapshot.version,
+            e_tag: snapshot.e_tag.clone(),
+        };
+        let version = snapshot.version;
+        self.single_flight(&state, key, || async {
+            self.counters.loads.fetch_add(1, Ordering::Relaxed);
+            let builder = DatasetBuilder::from_uri(uri)
+                .with_session(Arc::clone(&self.session))
+                .with_store_params(params.clone())
+                .with_version(version);
+            no_panic(&format!("{uri} (version {version})"), builder.load())
+                .await
+                .map(Arc::new)
+        })
+        .await
+        .map_err(|e| Error::lance("opening", uri, e))
     }
 
     /// The process-wide shared session with the default budgets.
@@ -677,6 +679,15 @@ fn pin(builder: DatasetBuilder, version: &VersionSpec) -> DatasetBuilder {
     }
 }
 
+/// True when two e_tags name the same object (a missing one matches any:
+/// not every store reports them).
+fn e_tags_match(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => bare_etag(a) == bare_etag(b),
+        _ => true,
+    }
+}
+
 fn bare_etag(e_tag: &str) -> &str {
     e_tag.trim_start_matches("W/").trim_matches('"')
 }
@@ -696,31 +707,6 @@ fn same_snapshot(held: &ManifestLocation, latest: &ManifestLocation) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn uris_are_normalised() {
-        let cwd = std::env::current_dir().unwrap();
-        assert_eq!(
-            normalize_uri("t.lance/").unwrap(),
-            cwd.join("t.lance").to_string_lossy()
-        );
-        assert_eq!(
-            normalize_uri("file:///tmp/a.lance").unwrap(),
-            "/tmp/a.lance"
-        );
-        assert_eq!(normalize_uri("/tmp/a.lance//").unwrap(), "/tmp/a.lance");
-        assert_eq!(normalize_uri("s3://b/a.lance/").unwrap(), "s3://b/a.lance");
-        assert!(normalize_uri("  ").is_err());
-    }
-
-    #[test]
-    fn credentials_are_redacted() {
-        assert_eq!(
-            redact_uri("s3://key:secret@bucket/t.lance?sig=abc"),
-            "s3://bucket/t.lance"
-        );
-        assert_eq!(redact_uri("/tmp/t.lance"), "/tmp/t.lance");
-    }
 
     #[test]
     fn shared_sessions_are_keyed_by_budgets() {

@@ -424,7 +424,7 @@ pub(crate) async fn session_table(args: &Args) {
         "| mode | 24 concurrent cold opens | 24 concurrent cold opens + scans | 1 open + scan |"
     );
     println!("|---|---|---|---|");
-    let normalized = datafusion_lance::session::normalize_uri(&uri).expect("uri");
+    let normalized = datafusion_lance::normalize_uri(&uri).expect("uri");
     let modes = [Mode::PerOpen, Mode::LanceShared, Mode::Ours];
     let shapes = [(24, false), (24, true), (1, true)];
     // [mode][shape] -> (times, bytes)

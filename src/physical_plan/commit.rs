@@ -17,10 +17,9 @@ use lance::dataset::transaction::{Operation, Transaction};
 use lance_table::format::Fragment;
 
 use super::target::{
-    CommitKind, WriteTarget, count_batch, count_schema, decode_fragments, execute_all,
+    CommitKind, OpenTarget, WriteTarget, count_batch, count_schema, decode_fragments, execute_all,
     join_writers, one_row_properties,
 };
-use crate::config::VersionSpec;
 use crate::error::Error;
 
 /// Runs every partition of its input (a [`super::LanceWriteExec`]) and
@@ -74,12 +73,12 @@ impl DisplayAs for LanceCommitExec {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
                 f,
                 "LanceCommitExec: uri={}, operation={}, read_version={}",
-                self.target.display_uri,
+                self.target.display_uri(),
                 self.kind,
                 self.target.read_version()
             ),
             DisplayFormatType::TreeRender => {
-                writeln!(f, "uri={}", self.target.display_uri)?;
+                writeln!(f, "uri={}", self.target.display_uri())?;
                 writeln!(f, "operation={}", self.kind)?;
                 writeln!(f, "read_version={}", self.target.read_version())
             }
@@ -123,11 +122,8 @@ impl ExecutionPlan for LanceCommitExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        self.target
-            .aborted
-            .store(false, std::sync::atomic::Ordering::SeqCst);
         let inputs = execute_all("LanceCommitExec", &self.input, partition, &context)?;
-        let (target, kind) = (Arc::clone(&self.target), self.kind);
+        let (target, kind) = (self.target.open(&context), self.kind);
         let fut = async move {
             let _writing = target.in_flight();
             let (rows, fragments) = collect_fragments(inputs, &target).await?;
@@ -141,11 +137,11 @@ impl ExecutionPlan for LanceCommitExec {
     }
 }
 
-/// Runs the writers concurrently and gathers their fragments. On the first
-/// failure the other writers are aborted and every delivered file removed.
+/// Runs the writers concurrently and gathers their fragments. When one
+/// fails, the others finish and every delivered file is removed.
 async fn collect_fragments(
     inputs: Vec<SendableRecordBatchStream>,
-    target: &Arc<WriteTarget>,
+    target: &OpenTarget,
 ) -> DFResult<(u64, Vec<Fragment>)> {
     let mut writers = JoinSet::new();
     for mut input in inputs {
@@ -166,12 +162,13 @@ async fn collect_fragments(
 
 /// Commits `fragments` as one transaction; returns the statement's row count.
 async fn commit(
-    target: &WriteTarget,
+    target: &OpenTarget,
     kind: CommitKind,
     rows: u64,
     fragments: Vec<Fragment>,
 ) -> DFResult<u64> {
-    let operation = match (kind, &target.base) {
+    let base = target.base().await?;
+    let operation = match (kind, &base) {
         (CommitKind::Append, _) if fragments.is_empty() => return Ok(0),
         (CommitKind::Append, _) => Operation::Append {
             fragments: fragments.clone(),
@@ -185,7 +182,7 @@ async fn commit(
         (CommitKind::Create, None) => {
             ensure_absent(target).await?;
             let schema = lance::datatypes::Schema::try_from(target.schema.as_ref())
-                .map_err(|e| Error::lance("creating", &target.uri, e))?;
+                .map_err(|e| Error::lance("creating", &target.location.uri, e))?;
             Operation::Overwrite {
                 fragments: fragments.clone(),
                 schema,
@@ -196,9 +193,9 @@ async fn commit(
         (kind, _) => return internal_err!("inconsistent {kind} commit"),
     };
     let transaction = Transaction::new(target.read_version(), operation, None);
-    let dest = match &target.base {
+    let dest = match &base {
         Some(ds) => WriteDestination::Dataset(Arc::clone(ds)),
-        None => WriteDestination::Uri(&target.uri),
+        None => WriteDestination::Uri(&target.location.uri),
     };
     let mut builder = target.commit_builder(dest);
     if kind == CommitKind::Create {
@@ -210,9 +207,7 @@ async fn commit(
     match builder.execute(transaction).await {
         Ok(dataset) => {
             let dataset = Arc::new(dataset);
-            target
-                .cache
-                .note_committed(&target.uri, &target.params, Arc::clone(&dataset));
+            target.note_committed(Arc::clone(&dataset));
             match kind {
                 CommitKind::Truncate => Ok(rows_replaced(target, &dataset).await),
                 _ => Ok(rows),
@@ -230,7 +225,7 @@ async fn commit(
 /// The rows of the version `committed` replaced (what a `TRUNCATE` removed:
 /// the version it overwrote may be newer than the one it read, when other
 /// writers committed in between).
-async fn rows_replaced(target: &WriteTarget, committed: &Arc<lance::Dataset>) -> u64 {
+async fn rows_replaced(target: &OpenTarget, committed: &Arc<lance::Dataset>) -> u64 {
     let previous = committed.version_id().saturating_sub(1);
     let counted = match committed.checkout_version(previous).await {
         Ok(replaced) => replaced.count_rows(None).await,
@@ -240,7 +235,7 @@ async fn rows_replaced(target: &WriteTarget, committed: &Arc<lance::Dataset>) ->
         log::warn!(
             "TRUNCATE of '{}' committed, but the rows of version {previous} could not be \
              counted: {e}",
-            target.display_uri
+            target.display_uri()
         );
         0
     })
@@ -248,16 +243,12 @@ async fn rows_replaced(target: &WriteTarget, committed: &Arc<lance::Dataset>) ->
 
 /// A `COPY ... STORED AS LANCE` must not replace a dataset (checked when
 /// planning, and again at commit for one created meanwhile).
-pub(crate) async fn ensure_absent(target: &WriteTarget) -> DFResult<()> {
-    match target
-        .cache
-        .open(&target.uri, &target.params, &VersionSpec::Latest)
-        .await
-    {
+pub(crate) async fn ensure_absent(target: &OpenTarget) -> DFResult<()> {
+    match target.latest().await {
         Err(Error::DatasetNotFound { .. }) => Ok(()),
         Ok(_) => Err(Error::unsupported(format!(
             "a Lance dataset already exists at '{}'; use INSERT INTO or INSERT OVERWRITE",
-            target.display_uri
+            target.display_uri()
         ))
         .into()),
         Err(e) => Err(e.into()),
@@ -268,7 +259,7 @@ pub(crate) async fn ensure_absent(target: &WriteTarget) -> DFResult<()> {
 /// commit budget (naming how many commits raced it), or a Lance error.
 /// `started` is when the statement began committing.
 pub(crate) async fn commit_error(
-    target: &WriteTarget,
+    target: &OpenTarget,
     e: lance::Error,
     started: Instant,
 ) -> DataFusionError {
@@ -283,8 +274,7 @@ pub(crate) async fn commit_error(
     if budget_spent {
         let read_version = target.read_version();
         let latest = target
-            .cache
-            .open(&target.uri, &target.params, &VersionSpec::Latest)
+            .latest()
             .await
             .map(|d| d.version_id())
             .unwrap_or(read_version);
@@ -307,6 +297,6 @@ pub(crate) async fn commit_error(
             source: e,
         }
         .into(),
-        e => Error::lance("committing to", &target.uri, e).into(),
+        e => Error::lance("committing to", &target.location.uri, e).into(),
     }
 }

@@ -51,7 +51,7 @@ impl DisplayAs for LanceDeleteExec {
         write!(
             f,
             "LanceDeleteExec: uri={}, read_version={}",
-            self.target.display_uri,
+            self.target.display_uri(),
             self.target.read_version()
         )
     }
@@ -89,14 +89,14 @@ impl ExecutionPlan for LanceDeleteExec {
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
         let inputs = execute_all("LanceDeleteExec", &self.input, partition, &context)?;
-        let target = Arc::clone(&self.target);
+        let target = self.target.open(&context);
         let fut = async move {
             let _writing = target.in_flight();
             let addresses = collect_addresses(inputs, 0).await?;
             if addresses.is_empty() {
                 return count_batch(0);
             }
-            let Some(base) = target.base.clone() else {
+            let Some(base) = target.base().await? else {
                 return internal_err!("DELETE needs an existing table");
             };
             let (updated_fragments, deleted_fragment_ids) = apply_deletions(&base, &addresses)

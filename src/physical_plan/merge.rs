@@ -27,14 +27,14 @@ use lance::dataset::{WhenMatched as LanceMatched, WhenNotMatched as LanceNotMatc
 use std::collections::HashMap;
 
 use super::commit::commit_error;
-use super::rows::remove_new_deletion_files;
-use super::target::{
-    WriteTarget, count_batch, count_schema, execute_all, one_row_properties, write_error,
-};
-use crate::config::VersionSpec;
-use crate::table::merge::{
+use super::merge_options::{
     MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
     stats_schema,
+};
+use super::rows::remove_new_deletion_files;
+use super::target::{
+    OpenTarget, WriteTarget, count_batch, count_schema, execute_all, one_row_properties,
+    write_error,
 };
 
 /// Merges in this process are serialised per table, so that two merges
@@ -92,7 +92,7 @@ impl LanceMergeExec {
             MergeOutput::Count => count_schema(),
         };
         let properties = one_row_properties(schema);
-        let reads_target = reads_table(&input, &target.display_uri);
+        let reads_target = reads_table(&input, target.display_uri());
         Self {
             input,
             target,
@@ -116,7 +116,7 @@ impl DisplayAs for LanceMergeExec {
             f,
             "LanceMergeExec: uri={}, on=[{}], when_matched={}, when_not_matched={:?}, \
              when_not_matched_by_source={}",
-            self.target.display_uri,
+            self.target.display_uri(),
             self.keys.join(", "),
             o.when_matched,
             o.when_not_matched,
@@ -184,7 +184,7 @@ impl ExecutionPlan for LanceMergeExec {
             .map(|k| source_schema.index_of(k))
             .collect::<Result<Vec<_>, _>>()?;
         let (target, keys, options, output, reads_target) = (
-            Arc::clone(&self.target),
+            self.target.open(&context),
             self.keys.clone(),
             self.options.clone(),
             self.output,
@@ -217,7 +217,7 @@ impl ExecutionPlan for LanceMergeExec {
 /// True when `plan` scans the table shown as `display_uri`.
 fn reads_table(plan: &Arc<dyn ExecutionPlan>, display_uri: &str) -> bool {
     plan.downcast_ref::<super::LanceScanExec>()
-        .is_some_and(|scan| scan.uri() == display_uri)
+        .is_some_and(|scan| scan.display_uri() == display_uri)
         || plan
             .children()
             .into_iter()
@@ -234,23 +234,18 @@ fn reads_table(plan: &Arc<dyn ExecutionPlan>, display_uri: &str) -> bool {
 /// the previous one committed), and is merged again when another writer's
 /// commit conflicts.
 async fn run_merge(
-    target: &WriteTarget,
+    target: &OpenTarget,
     keys: Vec<String>,
     options: &MergeOptions,
     source: Vec<RecordBatch>,
     reads_target: bool,
 ) -> DFResult<(u64, u64, u64, u64)> {
-    let lock = merge_lock(&target.uri);
+    let lock = merge_lock(&target.location.uri);
     let _guard = lock.lock().await;
     let started = Instant::now();
-    let mut dataset = match (&target.base, reads_target) {
-        (Some(base), true) => Arc::clone(base),
-        _ => {
-            target
-                .cache
-                .open(&target.uri, &target.params, &VersionSpec::Latest)
-                .await?
-        }
+    let mut dataset = match (target.base().await?, reads_target) {
+        (Some(base), true) => base,
+        _ => target.latest().await?,
     };
     let mut attempt = 1;
     loop {
@@ -275,9 +270,7 @@ async fn run_merge(
         match commit.execute(uncommitted.transaction).await {
             Ok(committed) => {
                 let version = committed.version_id();
-                target
-                    .cache
-                    .note_committed(&target.uri, &target.params, Arc::new(committed));
+                target.note_committed(Arc::new(committed));
                 return Ok((
                     stats.num_inserted_rows,
                     stats.num_updated_rows,
@@ -300,10 +293,7 @@ async fn run_merge(
                 }
                 // Another writer committed first: merge again on its version.
                 attempt += 1;
-                dataset = target
-                    .cache
-                    .open(&target.uri, &target.params, &VersionSpec::Latest)
-                    .await?;
+                dataset = target.latest().await?;
             }
         }
     }
@@ -312,7 +302,7 @@ async fn run_merge(
 /// How often a merge runs again after a conflicting commit by another writer.
 const MERGE_ATTEMPTS: u32 = 10;
 
-async fn merge_error(target: &WriteTarget, e: lance::Error, started: Instant) -> DataFusionError {
+async fn merge_error(target: &OpenTarget, e: lance::Error, started: Instant) -> DataFusionError {
     match e {
         e @ (lance::Error::CommitConflict { .. }
         | lance::Error::IncompatibleTransaction { .. }
@@ -373,7 +363,7 @@ async fn checked_source(
     inputs: Vec<SendableRecordBatchStream>,
     schema: &SchemaRef,
     key_indices: Vec<usize>,
-    target: &Arc<WriteTarget>,
+    target: &Arc<OpenTarget>,
 ) -> DFResult<Vec<RecordBatch>> {
     let mut readers = JoinSet::new();
     for mut input in inputs {

@@ -9,6 +9,7 @@ pub(crate) mod action;
 pub mod commit;
 pub mod delete;
 pub mod merge;
+pub mod merge_options;
 pub(crate) mod rows;
 pub mod scan;
 pub mod target;

@@ -22,14 +22,20 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use futures::{StreamExt, TryStreamExt};
-use lance::Dataset;
 use lance_table::format::Fragment;
 
 use crate::error::Error;
-use crate::table::partition::live_rows;
+use crate::location::{Snapshot, TableLocation};
+use crate::session::LanceSessionCache;
+
+/// Live rows of a fragment (deleted rows excluded); fragments with unknown
+/// counts (legacy data) weigh as their physical size, or 1.
+pub(crate) fn live_rows(fragment: &Fragment) -> usize {
+    fragment.num_rows().or(fragment.physical_rows).unwrap_or(1)
+}
 
 /// Scanner knobs, resolved from `lance.*` settings at planning time.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScanOptions {
     /// Rows per batch.
     pub batch_size: usize,
@@ -48,17 +54,39 @@ pub struct ScanOptions {
     pub row_addr: bool,
 }
 
-/// Reads a pinned version of a Lance dataset. Partition `i` scans fragment
-/// group `i`; every partition reads the same version.
+/// Rows of one partition's fragments, for statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupRows {
+    /// Live rows (deleted rows excluded).
+    pub rows: usize,
+    /// False when some fragment's count is unknown (legacy data).
+    pub exact: bool,
+}
+
+impl GroupRows {
+    /// The rows of `group`.
+    pub fn of(group: &[Fragment]) -> Self {
+        Self {
+            rows: group.iter().map(live_rows).sum(),
+            exact: group.iter().all(|f| f.num_rows().is_some()),
+        }
+    }
+}
+
+/// Reads one committed version of a Lance table. Partition `i` scans
+/// fragment group `i`; every partition reads the same version.
 ///
-/// The node is plain data: table URI, version, fragments per partition,
-/// projected column names, the pushed filter and limit. The `Dataset` it holds
-/// is the in-process handle to that version.
+/// The node is plain data: where the table lives, the version (and its
+/// manifest's e_tag), the fragment ids of each partition with their row
+/// counts, the projected columns, the filter Lance evaluates and the limit.
+/// A task opens the version through its process's Lance session when it
+/// runs: no dataset handle, no manifest travels with the plan.
 #[derive(Debug)]
 pub struct LanceScanExec {
-    dataset: Arc<Dataset>,
-    display_uri: String,
-    groups: Vec<Vec<Fragment>>,
+    location: TableLocation,
+    snapshot: Snapshot,
+    groups: Vec<Vec<u64>>,
+    group_rows: Vec<GroupRows>,
     columns: Vec<String>,
     schema: SchemaRef,
     filter: Option<Expr>,
@@ -68,13 +96,36 @@ pub struct LanceScanExec {
     metrics: ExecutionPlanMetricsSet,
 }
 
+/// What a [`LanceScanExec`] reads, as plain data (see [`LanceScanExec::parts`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScanParts {
+    /// Where the table lives.
+    pub location: TableLocation,
+    /// The version every partition reads.
+    pub snapshot: Snapshot,
+    /// Fragment ids per partition.
+    pub groups: Vec<Vec<u64>>,
+    /// Rows per partition.
+    pub group_rows: Vec<GroupRows>,
+    /// Columns Lance returns, in output order (`_rowaddr` apart).
+    pub columns: Vec<String>,
+    /// The output schema.
+    pub schema: SchemaRef,
+    /// The filter Lance evaluates.
+    pub filter: Option<Expr>,
+    /// The per-partition row limit.
+    pub limit: Option<usize>,
+    /// Scanner knobs.
+    pub options: ScanOptions,
+}
+
 impl LanceScanExec {
     /// Creates a scan of `groups` (one partition each; no groups gives one
     /// empty partition).
     #[expect(clippy::too_many_arguments, reason = "plain-data node")]
     pub(crate) fn new(
-        dataset: Arc<Dataset>,
-        display_uri: String,
+        location: TableLocation,
+        snapshot: Snapshot,
         groups: Vec<Vec<Fragment>>,
         columns: Vec<String>,
         schema: SchemaRef,
@@ -82,11 +133,42 @@ impl LanceScanExec {
         limit: Option<usize>,
         options: ScanOptions,
     ) -> Self {
-        let groups = if groups.is_empty() {
-            vec![Vec::new()]
-        } else {
-            groups
-        };
+        Self::from_parts(ScanParts {
+            location,
+            snapshot,
+            group_rows: groups.iter().map(|g| GroupRows::of(g)).collect(),
+            groups: groups
+                .iter()
+                .map(|g| g.iter().map(|f| f.id).collect())
+                .collect(),
+            columns,
+            schema,
+            filter,
+            limit,
+            options,
+        })
+    }
+
+    /// The scan `parts` describe (e.g. decoded by a codec).
+    pub fn from_parts(parts: ScanParts) -> Self {
+        let ScanParts {
+            location,
+            snapshot,
+            mut groups,
+            mut group_rows,
+            columns,
+            schema,
+            filter,
+            limit,
+            options,
+        } = parts;
+        if groups.is_empty() {
+            groups.push(Vec::new());
+            group_rows = vec![GroupRows {
+                rows: 0,
+                exact: true,
+            }];
+        }
         let properties = Arc::new(
             PlanProperties::new(
                 EquivalenceProperties::new(Arc::clone(&schema)),
@@ -97,9 +179,10 @@ impl LanceScanExec {
             .with_scheduling_type(SchedulingType::Cooperative),
         );
         Self {
-            dataset,
-            display_uri,
+            location,
+            snapshot,
             groups,
+            group_rows,
             columns,
             schema,
             filter,
@@ -110,9 +193,24 @@ impl LanceScanExec {
         }
     }
 
+    /// Everything the scan reads, as plain data.
+    pub fn parts(&self) -> ScanParts {
+        ScanParts {
+            location: self.location.clone(),
+            snapshot: self.snapshot.clone(),
+            groups: self.groups.clone(),
+            group_rows: self.group_rows.clone(),
+            columns: self.columns.clone(),
+            schema: Arc::clone(&self.schema),
+            filter: self.filter.clone(),
+            limit: self.limit,
+            options: self.options.clone(),
+        }
+    }
+
     /// The table URI as shown in plans (credentials never included).
-    pub fn uri(&self) -> &str {
-        &self.display_uri
+    pub fn display_uri(&self) -> &str {
+        &self.location.display_uri
     }
 
     /// The projected column names, in output order.
@@ -122,15 +220,12 @@ impl LanceScanExec {
 
     /// The table version every partition reads.
     pub fn version(&self) -> u64 {
-        self.dataset.version_id()
+        self.snapshot.version
     }
 
     /// Fragment ids per partition.
     pub fn fragment_groups(&self) -> Vec<Vec<u64>> {
-        self.groups
-            .iter()
-            .map(|g| g.iter().map(|f| f.id).collect())
-            .collect()
+        self.groups.clone()
     }
 
     /// The filter Lance evaluates, if any.
@@ -147,9 +242,8 @@ impl LanceScanExec {
         self.groups.iter().map(Vec::len).sum()
     }
 
-    fn group_statistics(&self, group: &[Fragment]) -> Statistics {
-        let rows: usize = group.iter().map(live_rows).sum();
-        let exact = group.iter().all(|f| f.num_rows().is_some());
+    fn group_statistics(&self, group: GroupRows) -> Statistics {
+        let GroupRows { rows, exact } = group;
         let num_rows = match (&self.filter, self.limit) {
             (Some(_), _) => Precision::Inexact(rows),
             (None, Some(limit)) if exact => Precision::Exact(rows.min(limit)),
@@ -189,7 +283,7 @@ impl DisplayAs for LanceScanExec {
                 write!(
                     f,
                     "LanceScanExec: uri={}, version={}, partitions={}, fragments={}, projection=[{}]",
-                    self.display_uri,
+                    self.location.display_uri,
                     self.version(),
                     self.groups.len(),
                     self.fragment_count(),
@@ -207,7 +301,7 @@ impl DisplayAs for LanceScanExec {
                 Ok(())
             }
             DisplayFormatType::TreeRender => {
-                writeln!(f, "uri={}", self.display_uri)?;
+                writeln!(f, "uri={}", self.location.display_uri)?;
                 writeln!(f, "version={}", self.version())?;
                 writeln!(f, "partitions={}", self.groups.len())?;
                 writeln!(f, "fragments={}", self.fragment_count())?;
@@ -269,8 +363,8 @@ impl ExecutionPlan for LanceScanExec {
             )));
         }
         let request = ScanRequest {
-            dataset: Arc::clone(&self.dataset),
-            display_uri: self.display_uri.clone(),
+            location: self.location.clone(),
+            snapshot: self.snapshot.clone(),
             fragments: group,
             columns: self.columns.clone(),
             filter: self.filter.clone(),
@@ -297,15 +391,15 @@ impl ExecutionPlan for LanceScanExec {
 
     fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Arc<Statistics>> {
         match partition {
-            Some(p) => match self.groups.get(p) {
-                Some(group) => Ok(Arc::new(self.group_statistics(group))),
+            Some(p) => match self.group_rows.get(p) {
+                Some(&group) => Ok(Arc::new(self.group_statistics(group))),
                 None => internal_err!("LanceScanExec: no partition {p}"),
             },
             None => {
                 let stats = self
-                    .groups
+                    .group_rows
                     .iter()
-                    .map(|g| self.group_statistics(g))
+                    .map(|&g| self.group_statistics(g))
                     .reduce(|a, b| Statistics {
                         num_rows: a.num_rows.add(&b.num_rows),
                         total_byte_size: a.total_byte_size.add(&b.total_byte_size),
@@ -320,9 +414,9 @@ impl ExecutionPlan for LanceScanExec {
 
 /// Everything one partition needs to open its Lance stream.
 struct ScanRequest {
-    dataset: Arc<Dataset>,
-    display_uri: String,
-    fragments: Vec<Fragment>,
+    location: TableLocation,
+    snapshot: Snapshot,
+    fragments: Vec<u64>,
     columns: Vec<String>,
     filter: Option<Expr>,
     limit: Option<usize>,
@@ -331,9 +425,25 @@ struct ScanRequest {
 
 impl ScanRequest {
     async fn open(self, context: Arc<TaskContext>) -> DFResult<SendableRecordBatchStream> {
-        let lance_err = |e| DataFusionError::from(Error::lance("scanning", &self.display_uri, e));
-        let mut scanner = self.dataset.scan();
-        scanner.with_fragments(self.fragments.clone());
+        let display = self.location.display_uri.clone();
+        let lance_err = |e| DataFusionError::from(Error::lance("scanning", &display, e));
+        let cache = LanceSessionCache::for_task(&context);
+        let params = cache.params_for(&self.location);
+        let dataset = cache
+            .open_snapshot(&self.location.uri, &params, &self.snapshot)
+            .await?;
+        let mut fragments = Vec::with_capacity(self.fragments.len());
+        for id in &self.fragments {
+            let Some(fragment) = dataset.get_fragment(*id as usize) else {
+                return internal_err!(
+                    "fragment {id} is not in version {} of '{display}'",
+                    self.snapshot.version
+                );
+            };
+            fragments.push(fragment.metadata().clone());
+        }
+        let mut scanner = dataset.scan();
+        scanner.with_fragments(fragments);
         scanner.project(&self.columns).map_err(lance_err)?;
         if self.options.row_addr {
             scanner.with_row_address();

@@ -2,7 +2,7 @@
 //! [`super::LanceCommitExec`].
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -27,8 +27,9 @@ use lance_select::RowAddrTreeMap;
 use lance_table::format::Fragment;
 use roaring::RoaringTreemap;
 
-use crate::config::CommitBudget;
+use crate::config::{CommitBudget, VersionSpec};
 use crate::error::Error;
+use crate::location::{Snapshot, TableLocation};
 use crate::session::LanceSessionCache;
 
 use super::rows::remove_new_deletion_files;
@@ -70,31 +71,30 @@ pub struct WriteOptions {
     pub stable_row_ids: bool,
 }
 
-/// The table a write statement targets.
+/// The table a write statement targets, as plan data: where it lives, the
+/// version the statement read, its schema and the statement's write options.
+/// No handle: a task opens what it needs through its process's Lance session
+/// ([`WriteTarget::open`]).
+#[derive(Clone)]
 pub struct WriteTarget {
     /// Table name (or location) for messages.
     pub(crate) table: String,
-    pub(crate) uri: String,
-    pub(crate) display_uri: String,
-    pub(crate) params: ObjectStoreParams,
-    pub(crate) cache: Arc<LanceSessionCache>,
+    pub(crate) location: TableLocation,
     /// The version the statement read; `None` when it creates the dataset.
-    pub(crate) base: Option<Arc<Dataset>>,
+    pub(crate) read: Option<Snapshot>,
     /// The table's Arrow schema (non-nullable fields are NOT NULL).
     pub(crate) schema: SchemaRef,
     pub(crate) options: WriteOptions,
     /// How long commits keep retrying when other writers commit first.
     pub(crate) commit_budget: CommitBudget,
-    /// Set when a writer failed: the others stop at their next batch.
-    pub(crate) aborted: AtomicBool,
 }
 
 impl fmt::Debug for WriteTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // No store parameters: they may hold credentials.
+        // The location's Debug shows no storage option values.
         f.debug_struct("WriteTarget")
             .field("table", &self.table)
-            .field("uri", &self.display_uri)
+            .field("location", &self.location)
             .field("read_version", &self.read_version())
             .finish_non_exhaustive()
     }
@@ -103,17 +103,74 @@ impl fmt::Debug for WriteTarget {
 impl WriteTarget {
     /// The version the statement read (0 when it creates the dataset).
     pub fn read_version(&self) -> u64 {
-        self.base.as_ref().map_or(0, |d| d.version_id())
+        self.read.as_ref().map_or(0, |s| s.version)
     }
 
-    /// Tells every writer of this statement to stop.
-    pub(crate) fn abort(&self) {
-        self.aborted.store(true, Ordering::SeqCst);
+    /// The table's location as shown in plans.
+    pub fn display_uri(&self) -> &str {
+        &self.location.display_uri
     }
 
-    /// True once a writer of this statement failed.
-    pub(crate) fn is_aborted(&self) -> bool {
-        self.aborted.load(Ordering::SeqCst)
+    /// This target in a running task: the task's Lance session and the store
+    /// parameters this process uses for the location.
+    pub(crate) fn open(self: &Arc<Self>, context: &TaskContext) -> Arc<OpenTarget> {
+        self.open_for(context.session_config())
+    }
+
+    /// This target in the session `config` belongs to (see [`Self::open`]).
+    pub(crate) fn open_for(
+        self: &Arc<Self>,
+        config: &datafusion::prelude::SessionConfig,
+    ) -> Arc<OpenTarget> {
+        let cache = LanceSessionCache::for_config(config);
+        let params = cache.params_for(&self.location);
+        Arc::new(OpenTarget {
+            target: Arc::clone(self),
+            cache,
+            params,
+        })
+    }
+}
+
+/// A [`WriteTarget`] in a running task (see [`WriteTarget::open`]).
+pub(crate) struct OpenTarget {
+    target: Arc<WriteTarget>,
+    pub(crate) cache: Arc<LanceSessionCache>,
+    pub(crate) params: ObjectStoreParams,
+}
+
+impl std::ops::Deref for OpenTarget {
+    type Target = WriteTarget;
+
+    fn deref(&self) -> &WriteTarget {
+        &self.target
+    }
+}
+
+impl OpenTarget {
+    /// The version the statement read (`None` when it creates the dataset).
+    pub(crate) async fn base(&self) -> crate::error::Result<Option<Arc<Dataset>>> {
+        match &self.read {
+            Some(snapshot) => Ok(Some(
+                self.cache
+                    .open_snapshot(&self.location.uri, &self.params, snapshot)
+                    .await?,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// The table's latest version.
+    pub(crate) async fn latest(&self) -> crate::error::Result<Arc<Dataset>> {
+        self.cache
+            .open(&self.location.uri, &self.params, &VersionSpec::Latest)
+            .await
+    }
+
+    /// Serves a version this statement committed to the next query.
+    pub(crate) fn note_committed(&self, dataset: Arc<Dataset>) {
+        self.cache
+            .note_committed(&self.location.uri, &self.params, dataset);
     }
 
     /// Commits a row-level change (`DELETE`, `UPDATE`) read at `base`, with the
@@ -141,8 +198,7 @@ impl WriteTarget {
             .await;
         match committed {
             Ok(committed) => {
-                self.cache
-                    .note_committed(&self.uri, &self.params, Arc::new(committed));
+                self.note_committed(Arc::new(committed));
                 Ok(())
             }
             Err(e) => {
@@ -154,8 +210,8 @@ impl WriteTarget {
         }
     }
 
-    /// A Lance commit to `dest` through this statement's session, with its
-    /// commit budget; Lance's automatic cleanup stays off.
+    /// A Lance commit to `dest` through this task's session, with the
+    /// statement's commit budget; Lance's automatic cleanup stays off.
     pub(crate) fn commit_builder<'a>(&self, dest: WriteDestination<'a>) -> CommitBuilder<'a> {
         CommitBuilder::new(dest)
             .with_session(Arc::clone(self.cache.session()))
@@ -170,7 +226,7 @@ impl WriteTarget {
         if fragments.is_empty() {
             return;
         }
-        let built = DatasetBuilder::from_uri(&self.uri)
+        let built = DatasetBuilder::from_uri(&self.location.uri)
             .with_session(Arc::clone(self.cache.session()))
             .with_store_params(self.params.clone())
             .build_object_store()
@@ -180,7 +236,7 @@ impl WriteTarget {
             Err(e) => {
                 log::warn!(
                     "could not clean up data files of a failed write to '{}': {e}",
-                    self.display_uri
+                    self.location.display_uri
                 );
                 return;
             }
@@ -262,16 +318,17 @@ pub(crate) fn write_error(
     action: &'static str,
     e: lance::Error,
 ) -> DataFusionError {
-    Error::lance(action, &target.uri, e).into()
+    Error::lance(action, &target.location.uri, e).into()
 }
 
 /// Waits for every writer of a statement. Each yields its result `T` and the
-/// fragments it wrote. On the first failure the other writers are told to
-/// stop; once all have ended, every fragment delivered is deleted and the
-/// first error returned (errors of aborted siblings only echo it).
+/// fragments it wrote. A failing writer does not stop the others (writers
+/// share no state); once all have ended, the fragments of the successful
+/// ones are deleted and the first error returned — Lance removes a failing
+/// writer's own files — so a failed statement leaves no file behind.
 pub(crate) async fn join_writers<T: Send + 'static>(
     mut writers: JoinSet<DFResult<(T, Vec<Fragment>)>>,
-    target: &WriteTarget,
+    target: &OpenTarget,
 ) -> DFResult<(Vec<T>, Vec<Fragment>)> {
     let mut results = Vec::new();
     let mut fragments = Vec::new();
@@ -287,10 +344,7 @@ pub(crate) async fn join_writers<T: Send + 'static>(
                 results.push(r);
                 fragments.extend(f);
             }
-            Err(e) if failure.is_none() => {
-                target.abort();
-                failure = Some(e);
-            }
+            Err(e) if failure.is_none() => failure = Some(e),
             Err(_) => {}
         }
     }
@@ -360,7 +414,7 @@ impl WriteTarget {
     pub(crate) fn in_flight(&self) -> InFlight {
         let id = NEXT_WRITE.fetch_add(1, Ordering::Relaxed);
         let mut writes = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-        writes.push((id, location_key(&self.uri), Utc::now()));
+        writes.push((id, location_key(&self.location.uri), Utc::now()));
         InFlight(id)
     }
 }

@@ -19,8 +19,8 @@ use roaring::RoaringTreemap;
 use super::commit::commit_error;
 use super::rows::{addresses_of, apply_deletions};
 use super::target::{
-    WriteTarget, count_batch, count_schema, execute_all, join_writers, one_row_properties,
-    write_error,
+    OpenTarget, WriteTarget, count_batch, count_schema, execute_all, join_writers,
+    one_row_properties, write_error,
 };
 use super::write::write_partition;
 
@@ -68,7 +68,7 @@ impl DisplayAs for LanceUpdateExec {
         write!(
             f,
             "LanceUpdateExec: uri={}, read_version={}",
-            self.target.display_uri,
+            self.target.display_uri(),
             self.target.read_version()
         )
     }
@@ -106,10 +106,7 @@ impl ExecutionPlan for LanceUpdateExec {
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
         let inputs = execute_all("LanceUpdateExec", &self.input, partition, &context)?;
-        let target = Arc::clone(&self.target);
-        target
-            .aborted
-            .store(false, std::sync::atomic::Ordering::SeqCst);
+        let target = self.target.open(&context);
         let fut = async move {
             let _writing = target.in_flight();
             let (addresses, fragments) = rewrite_rows(inputs, &target).await?;
@@ -138,7 +135,7 @@ impl ExecutionPlan for LanceUpdateExec {
 /// Writes the new rows of every partition and collects the old addresses.
 async fn rewrite_rows(
     inputs: Vec<SendableRecordBatchStream>,
-    target: &Arc<WriteTarget>,
+    target: &Arc<OpenTarget>,
 ) -> DFResult<(RoaringTreemap, Vec<Fragment>)> {
     let columns = target.schema.fields().len();
     let mut writers = JoinSet::new();
@@ -175,11 +172,15 @@ async fn rewrite_rows(
 /// Deletes the old rows and commits them with the new fragments. On error,
 /// also says whether Lance could not tell if the commit happened.
 async fn commit_update(
-    target: &WriteTarget,
+    target: &OpenTarget,
     addresses: RoaringTreemap,
     new_fragments: Vec<Fragment>,
 ) -> Result<(), (DataFusionError, bool)> {
-    let Some(base) = target.base.clone() else {
+    let base = target
+        .base()
+        .await
+        .map_err(|e| (DataFusionError::from(e), false))?;
+    let Some(base) = base else {
         return Err((
             DataFusionError::Internal("UPDATE needs an existing table".into()),
             false,

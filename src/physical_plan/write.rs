@@ -21,7 +21,7 @@ use futures::StreamExt;
 use lance::dataset::transaction::Operation;
 use lance::dataset::{InsertBuilder, WriteDestination, WriteMode, WriteParams};
 
-use super::target::{WriteTarget, encode_fragments, fragments_schema, write_error};
+use super::target::{OpenTarget, WriteTarget, encode_fragments, fragments_schema, write_error};
 
 /// Writes every input partition as uncommitted Lance fragments (in parallel:
 /// one writer per partition) and emits one row per partition with the
@@ -68,12 +68,12 @@ impl DisplayAs for LanceWriteExec {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
                 f,
                 "LanceWriteExec: uri={}, read_version={}, max_rows_per_file={}",
-                self.target.display_uri,
+                self.target.display_uri(),
                 self.target.read_version(),
                 o.max_rows_per_file
             ),
             DisplayFormatType::TreeRender => {
-                writeln!(f, "uri={}", self.target.display_uri)?;
+                writeln!(f, "uri={}", self.target.display_uri())?;
                 writeln!(f, "read_version={}", self.target.read_version())?;
                 writeln!(f, "max_rows_per_file={}", o.max_rows_per_file)
             }
@@ -120,8 +120,8 @@ impl ExecutionPlan for LanceWriteExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
+        let target = self.target.open(&context);
         let input = self.input.execute(partition, context)?;
-        let target = Arc::clone(&self.target);
         let rows_written = MetricBuilder::new(&self.metrics).output_rows(partition);
         let fut = async move {
             let (rows, fragments) = write_partition(input, target).await?;
@@ -182,7 +182,7 @@ fn explain_input_error(e: DataFusionError, target: &WriteTarget) -> DataFusionEr
 /// Writes one partition; returns rows written and the uncommitted fragments.
 pub(crate) async fn write_partition(
     mut input: SendableRecordBatchStream,
-    target: Arc<WriteTarget>,
+    target: Arc<OpenTarget>,
 ) -> DFResult<(u64, Vec<lance_table::format::Fragment>)> {
     // An empty partition writes nothing (and does not touch the store).
     let first = match input.next().await {
@@ -199,15 +199,9 @@ pub(crate) async fn write_partition(
         let (input_error, rows) = (Arc::clone(&input_error), Arc::clone(&rows));
         let target = Arc::clone(&target);
         futures::stream::once(async move { Ok(first) }).chain(input.map(move |batch| {
-            let batch = if target.is_aborted() {
-                Err(DataFusionError::Execution(
-                    "write aborted: another partition of the statement failed".into(),
-                ))
-            } else {
-                batch
-                    .map_err(|e| explain_input_error(e, &target))
-                    .and_then(|b| check_batch(&b, &target).map(|_| b))
-            };
+            let batch = batch
+                .map_err(|e| explain_input_error(e, &target))
+                .and_then(|b| check_batch(&b, &target).map(|_| b));
             match &batch {
                 Ok(b) => {
                     rows.fetch_add(b.num_rows() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -227,8 +221,9 @@ pub(crate) async fn write_partition(
         stream,
     ));
 
+    let base = target.base().await?;
     let params = WriteParams {
-        mode: if target.base.is_some() {
+        mode: if base.is_some() {
             WriteMode::Append
         } else {
             WriteMode::Create
@@ -242,9 +237,9 @@ pub(crate) async fn write_partition(
         skip_auto_cleanup: true,
         ..Default::default()
     };
-    let dest = match &target.base {
+    let dest = match &base {
         Some(ds) => WriteDestination::Dataset(Arc::clone(ds)),
-        None => WriteDestination::Uri(&target.uri),
+        None => WriteDestination::Uri(&target.location.uri),
     };
     let written = InsertBuilder::new(dest)
         .with_params(&params)

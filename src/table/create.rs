@@ -13,7 +13,8 @@ use lance_file::version::LanceFileVersion;
 use lance_io::object_store::ObjectStoreParams;
 
 use crate::error::{Error, Result};
-use crate::session::{LanceSessionCache, redact_uri};
+use crate::location::redact_uri;
+use crate::session::LanceSessionCache;
 
 /// DataFusion constraints for the unenforced primary key Lance records.
 pub(crate) fn primary_key_constraints(

@@ -12,7 +12,8 @@ use datafusion::logical_expr::CreateExternalTable;
 
 use crate::config::{LanceConfig, LanceTableOptions};
 use crate::error::Error;
-use crate::session::{LanceSessionCache, normalize_uri, store_params};
+use crate::location::normalize_uri;
+use crate::session::{LanceSessionCache, store_params};
 use crate::table::{LanceTableProvider, create};
 
 /// Creates [`LanceTableProvider`]s for `CREATE EXTERNAL TABLE ... STORED AS LANCE`.

@@ -27,7 +27,8 @@ use lance_io::object_store::ObjectStoreParams;
 
 use crate::config::{LanceTableOptions, VersionSpec};
 use crate::error::{Error, Result};
-use crate::session::{LanceSessionCache, normalize_uri, redact_uri, store_params};
+use crate::location::{TableLocation, normalize_uri};
+use crate::session::{LanceSessionCache, store_params};
 
 pub use factory::LanceTableProviderFactory;
 
@@ -54,8 +55,7 @@ pub(crate) const ROW_ADDR: &str = "_rowaddr";
 /// re-register the table to see columns added later.
 pub struct LanceTableProvider {
     name: String,
-    uri: String,
-    display_uri: String,
+    location: TableLocation,
     params: ObjectStoreParams,
     version: VersionSpec,
     schema: SchemaRef,
@@ -73,7 +73,7 @@ pub struct LanceTableProvider {
 impl fmt::Debug for LanceTableProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LanceTableProvider")
-            .field("uri", &self.display_uri)
+            .field("uri", &self.location.display_uri)
             .field("version", &self.version)
             .finish_non_exhaustive()
     }
@@ -156,11 +156,10 @@ impl LanceTableProviderBuilder {
         let schema = Arc::new(Schema::from(dataset.schema()));
         let constraints = create::primary_key_constraints(dataset.schema(), &schema);
         let pinned = (!self.options.version.is_latest()).then_some(dataset);
-        let display_uri = redact_uri(&uri);
+        let location = TableLocation::new(uri, self.options.storage_options.clone());
         Ok(LanceTableProvider {
-            name: self.name.unwrap_or_else(|| display_uri.clone()),
-            display_uri,
-            uri,
+            name: self.name.unwrap_or_else(|| location.display_uri.clone()),
+            location,
             params,
             version: self.options.version.clone(),
             schema,
@@ -210,8 +209,7 @@ impl LanceTableProvider {
     fn clone_config(&self) -> Self {
         Self {
             name: self.name.clone(),
-            uri: self.uri.clone(),
-            display_uri: self.display_uri.clone(),
+            location: self.location.clone(),
             params: self.params.clone(),
             version: self.version.clone(),
             schema: Arc::clone(&self.schema),
@@ -259,7 +257,12 @@ impl LanceTableProvider {
 
     /// The normalised table URI.
     pub fn uri(&self) -> &str {
-        &self.uri
+        &self.location.uri
+    }
+
+    /// Where the table lives, as plan nodes carry it.
+    pub fn location(&self) -> &TableLocation {
+        &self.location
     }
 
     /// Which version this provider reads.
@@ -283,7 +286,7 @@ impl LanceTableProvider {
             return Ok(Arc::clone(dataset));
         }
         self.session_cache(state)
-            .open(&self.uri, &self.params, &VersionSpec::Latest)
+            .open(&self.location.uri, &self.params, &VersionSpec::Latest)
             .await
     }
 
@@ -296,7 +299,7 @@ impl LanceTableProvider {
                 Ok(field) => {
                     return Err(Error::unsupported(format!(
                         "column '{name}' of Lance table '{}' is {} at version {} but was registered as {}; re-register the table",
-                        self.display_uri,
+                        self.location.display_uri,
                         field.data_type(),
                         dataset.version_id(),
                         registered.data_type()
@@ -305,7 +308,7 @@ impl LanceTableProvider {
                 Err(_) => {
                     return Err(Error::unsupported(format!(
                         "column '{name}' no longer exists in Lance table '{}' at version {}; re-register the table",
-                        self.display_uri,
+                        self.location.display_uri,
                         dataset.version_id()
                     )));
                 }

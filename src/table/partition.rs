@@ -3,11 +3,7 @@
 
 use lance_table::format::Fragment;
 
-/// Live rows of a fragment (deleted rows excluded); fragments with unknown
-/// counts (legacy data) weigh as their physical size, or 1.
-pub(crate) fn live_rows(fragment: &Fragment) -> usize {
-    fragment.num_rows().or(fragment.physical_rows).unwrap_or(1)
-}
+pub(crate) use crate::physical_plan::scan::live_rows;
 
 /// Groups `fragments` into at most `max_groups` groups balanced by live rows.
 ///

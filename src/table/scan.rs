@@ -20,6 +20,7 @@ use super::{LanceTableProvider, partition, pushdown};
 use datafusion::arrow::datatypes::{DataType, Schema};
 
 use crate::config::{FilterPushdown, LanceConfig};
+use crate::location::Snapshot;
 use crate::physical_plan::scan::{LanceScanExec, ScanOptions};
 
 impl LanceTableProvider {
@@ -155,7 +156,7 @@ impl LanceTableProvider {
                 // Each partition reads its own fragments: on local disk one
                 // fragment ahead is fastest (measured: Q1-like 0.41 s -> 0.38 s);
                 // object stores keep Lance's deeper default to hide latency.
-                0 if !self.uri.contains("://") => Some(1),
+                0 if !self.location.uri.contains("://") => Some(1),
                 0 => None,
                 n => Some(n),
             },
@@ -167,9 +168,13 @@ impl LanceTableProvider {
         };
         // The limit goes to Lance only when no filter runs above the scan.
         let scan_limit = if df_filter.is_none() { limit } else { None };
+        // Tasks open the version through the session, finding these store
+        // parameters by location.
+        self.session_cache(state)
+            .register_params(&self.location, &self.params);
         let mut plan: Arc<dyn ExecutionPlan> = Arc::new(LanceScanExec::new(
-            Arc::clone(&dataset),
-            self.display_uri.clone(),
+            self.location.clone(),
+            Snapshot::of(&dataset),
             groups,
             columns,
             Arc::clone(&read_schema),

@@ -11,6 +11,7 @@ use super::LanceTableProvider;
 use super::merge::{MergeOptions, MergeOutput};
 use crate::config::LanceConfig;
 use crate::error::{Error, Result};
+use crate::location::Snapshot;
 use crate::physical_plan::target::fragments_schema;
 use crate::physical_plan::{
     CommitKind, LanceCommitExec, LanceWriteExec, WriteOptions, WriteTarget,
@@ -29,14 +30,15 @@ impl LanceTableProvider {
         }
         let base = self.snapshot(state).await?;
         let settings = LanceConfig::from_options(state.config_options());
+        // Tasks open the table through the session, finding these store
+        // parameters by location.
+        self.session_cache(state)
+            .register_params(&self.location, &self.params);
         Ok(Arc::new(WriteTarget {
             table: self.name.clone(),
-            uri: self.uri.clone(),
-            display_uri: self.display_uri.clone(),
-            params: self.params.clone(),
-            cache: self.session_cache(state),
+            location: self.location.clone(),
+            read: Some(Snapshot::of(&base)),
             schema: Arc::clone(&self.schema),
-            aborted: Default::default(),
             commit_budget: settings.commit_budget(),
             options: WriteOptions {
                 max_rows_per_file: self
@@ -50,7 +52,6 @@ impl LanceTableProvider {
                 storage_version: settings.data_storage_version,
                 stable_row_ids: false,
             },
-            base: Some(base),
         }))
     }
 

@@ -166,7 +166,7 @@ impl TableProvider for VacuumTable {
         let options = self.options.clone();
         let description = format!(
             "lance_vacuum: uri={}, older_than={}, orphans_older_than={}",
-            crate::session::redact_uri(dataset.uri()),
+            crate::location::redact_uri(dataset.uri()),
             options.older_than,
             options.orphans_older_than
         );

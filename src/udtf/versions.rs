@@ -28,7 +28,8 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use crate::config::VersionSpec;
 use crate::error::Error;
-use crate::session::{LanceSessionCache, normalize_uri, store_params};
+use crate::location::normalize_uri;
+use crate::session::{LanceSessionCache, store_params};
 use crate::table::LanceTableProvider;
 
 /// SQL name of the version-history function.

@@ -184,7 +184,11 @@ async fn the_scan_node_is_plain_data() {
         .unwrap();
     let node = scan(plan).expect("a LanceScanExec in the plan");
     let node = node.downcast_ref::<LanceScanExec>().unwrap();
-    assert!(node.uri().ends_with("t.lance"), "{}", node.uri());
+    assert!(
+        node.display_uri().ends_with("t.lance"),
+        "{}",
+        node.display_uri()
+    );
     assert_eq!(node.version(), 1);
     let groups = node.fragment_groups();
     assert_eq!(groups.len(), 3, "{groups:?}");
