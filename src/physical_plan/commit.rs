@@ -27,11 +27,12 @@ use crate::error::Error;
 /// exactly one new version, or none at all.
 ///
 /// * `Append` of nothing commits nothing (no new version) and returns 0.
-/// * If a partition fails, the others are told to stop (their partial files
-///   are removed by Lance), nothing is committed, and the data files of the
-///   partitions that had finished are deleted: the statement leaves no file
-///   behind. Only a process killed mid-statement (or a dropped result stream)
-///   leaves unreferenced files, which `cleanup_old_versions` reclaims.
+/// * If a partition fails (Lance removes that writer's partial files), the
+///   others run to their end — writers share no state, they only deliver
+///   rows — nothing is committed, and the data files every other partition
+///   delivered are deleted: the statement leaves no file behind. Only a
+///   process killed mid-statement (or a dropped result stream) leaves
+///   unreferenced files, which `lance_vacuum` reclaims.
 /// * If the commit fails, its data files are deleted unless Lance cannot tell
 ///   whether the commit happened.
 pub struct LanceCommitExec {
