@@ -36,10 +36,8 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use crate::config::{LanceConfig, LanceTableOptions};
 use crate::error::Error;
 use crate::location::{TableLocation, normalize_uri, redact_uri};
-use crate::physical_plan::commit::ensure_absent;
-use crate::physical_plan::{
-    CommitKind, LanceCommitExec, LanceWriteExec, WriteOptions, WriteTarget,
-};
+use crate::physical_plan::transaction::ensure_absent;
+use crate::physical_plan::{CommitKind, LanceCommitExec, LanceWriteExec, WriteTarget};
 
 use crate::table::create::storable_type;
 
@@ -141,28 +139,14 @@ impl FileFormat for LanceFormat {
         let uri = normalize_uri(&conf.original_url)?;
         let settings = LanceConfig::from_options(state.config_options());
         let input = storable_input(input)?;
-        let target = Arc::new(WriteTarget {
-            table: display,
-            location: TableLocation::new(uri, self.options.storage_options.clone()),
-            read: None,
-            schema: input.schema(),
-            commit_budget: settings.commit_budget(),
-            options: WriteOptions {
-                max_rows_per_file: self
-                    .options
-                    .max_rows_per_file
-                    .unwrap_or(settings.max_rows_per_file),
-                max_rows_per_group: self
-                    .options
-                    .max_rows_per_group
-                    .unwrap_or(settings.max_rows_per_group),
-                storage_version: self
-                    .options
-                    .data_storage_version
-                    .unwrap_or(settings.data_storage_version),
-                stable_row_ids: self.options.enable_stable_row_ids.unwrap_or(false),
-            },
-        });
+        let target = Arc::new(WriteTarget::new(
+            display,
+            TableLocation::new(uri, self.options.storage_options.clone()),
+            None,
+            input.schema(),
+            &settings,
+            &self.options,
+        ));
         ensure_absent(&target.open_for(state.config())).await?;
         let write = Arc::new(LanceWriteExec::new(input, Arc::clone(&target)));
         Ok(Arc::new(LanceCommitExec::new(

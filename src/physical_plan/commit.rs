@@ -3,23 +3,22 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Instant;
 
 use datafusion::common::internal_err;
 use datafusion::common::runtime::JoinSet;
-use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::error::Result as DFResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
-use lance::dataset::WriteDestination;
-use lance::dataset::transaction::{Operation, Transaction};
+use lance::dataset::transaction::Operation;
 use lance_table::format::Fragment;
 
 use super::target::{
     CommitKind, OpenTarget, WriteTarget, count_batch, count_schema, decode_fragments, execute_all,
     join_writers, one_row_properties,
 };
+use super::transaction::{Commit, ensure_absent};
 use crate::error::Error;
 
 /// Runs every partition of its input (a [`super::LanceWriteExec`]) and
@@ -171,11 +170,9 @@ async fn commit(
     let base = target.base().await?;
     let operation = match (kind, &base) {
         (CommitKind::Append, _) if fragments.is_empty() => return Ok(0),
-        (CommitKind::Append, _) => Operation::Append {
-            fragments: fragments.clone(),
-        },
+        (CommitKind::Append, _) => Operation::Append { fragments },
         (CommitKind::Overwrite | CommitKind::Truncate, Some(base)) => Operation::Overwrite {
-            fragments: fragments.clone(),
+            fragments,
             schema: base.schema().clone(),
             config_upsert_values: None,
             initial_bases: None,
@@ -185,7 +182,7 @@ async fn commit(
             let schema = lance::datatypes::Schema::try_from(target.schema.as_ref())
                 .map_err(|e| Error::lance("creating", &target.location.uri, e))?;
             Operation::Overwrite {
-                fragments: fragments.clone(),
+                fragments,
                 schema,
                 config_upsert_values: None,
                 initial_bases: None,
@@ -193,33 +190,10 @@ async fn commit(
         }
         (kind, _) => return internal_err!("inconsistent {kind} commit"),
     };
-    let transaction = Transaction::new(target.read_version(), operation, None);
-    let dest = match &base {
-        Some(ds) => WriteDestination::Dataset(Arc::clone(ds)),
-        None => WriteDestination::Uri(&target.location.uri),
-    };
-    let mut builder = target.commit_builder(dest);
-    if kind == CommitKind::Create {
-        builder = builder
-            .with_storage_format(target.options.storage_version)
-            .use_stable_row_ids(target.options.stable_row_ids);
-    }
-    let started = Instant::now();
-    match builder.execute(transaction).await {
-        Ok(dataset) => {
-            let dataset = Arc::new(dataset);
-            target.note_committed(Arc::clone(&dataset));
-            match kind {
-                CommitKind::Truncate => Ok(rows_replaced(target, &dataset).await),
-                _ => Ok(rows),
-            }
-        }
-        Err(e) => {
-            if !e.is_commit_status_unknown() {
-                target.remove_files(&fragments).await;
-            }
-            Err(commit_error(target, e, started).await)
-        }
+    let committed = target.commit(Commit::new(base, operation)).await?;
+    match kind {
+        CommitKind::Truncate => Ok(rows_replaced(target, &committed).await),
+        _ => Ok(rows),
     }
 }
 
@@ -240,64 +214,4 @@ async fn rows_replaced(target: &OpenTarget, committed: &Arc<lance::Dataset>) -> 
         );
         0
     })
-}
-
-/// A `COPY ... STORED AS LANCE` must not replace a dataset (checked when
-/// planning, and again at commit for one created meanwhile).
-pub(crate) async fn ensure_absent(target: &OpenTarget) -> DFResult<()> {
-    match target.latest().await {
-        Err(Error::DatasetNotFound { .. }) => Ok(()),
-        Ok(_) => Err(Error::unsupported(format!(
-            "a Lance dataset already exists at '{}'; use INSERT INTO or INSERT OVERWRITE",
-            target.display_uri()
-        ))
-        .into()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Converts a failed commit into the statement's error: a conflict, a spent
-/// commit budget (naming how many commits raced it), or a Lance error.
-/// `started` is when the statement began committing.
-pub(crate) async fn commit_error(
-    target: &OpenTarget,
-    e: lance::Error,
-    started: Instant,
-) -> DataFusionError {
-    let budget_spent = match &e {
-        lance::Error::TooMuchWriteContention { .. } => true,
-        // Lance reports exhausted retries as a commit conflict.
-        lance::Error::CommitConflict { source, .. } => source
-            .to_string()
-            .contains("Failed to commit the transaction after"),
-        _ => false,
-    };
-    if budget_spent {
-        let read_version = target.read_version();
-        let latest = target
-            .latest()
-            .await
-            .map(|d| d.version_id())
-            .unwrap_or(read_version);
-        return Error::WriteContention {
-            table: target.table.clone(),
-            seconds: started.elapsed().as_secs_f64(),
-            max_retries: target.commit_budget.max_retries,
-            timeout_ms: target.commit_budget.retry_timeout.as_millis(),
-            read_version,
-            raced: latest.saturating_sub(read_version),
-            source: e,
-        }
-        .into();
-    }
-    match e {
-        lance::Error::CommitConflict { .. }
-        | lance::Error::IncompatibleTransaction { .. }
-        | lance::Error::RetryableCommitConflict { .. } => Error::CommitConflict {
-            table: target.table.clone(),
-            source: e,
-        }
-        .into(),
-        e => Error::lance("committing to", &target.location.uri, e).into(),
-    }
 }

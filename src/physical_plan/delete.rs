@@ -9,10 +9,10 @@ use datafusion::error::Result as DFResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use lance::dataset::transaction::{Operation, Transaction};
+use lance::dataset::transaction::Operation;
 
-use super::commit::commit_error;
 use super::rows::{apply_deletions, collect_addresses};
+use super::transaction::Commit;
 use super::target::{
     WriteTarget, count_batch, count_schema, execute_all, one_row_properties, write_error,
 };
@@ -102,20 +102,15 @@ impl ExecutionPlan for LanceDeleteExec {
             let (updated_fragments, deleted_fragment_ids) = apply_deletions(&base, &addresses)
                 .await
                 .map_err(|e| write_error(&target, "deleting from", e))?;
-            let transaction = Transaction::new(
-                base.version_id(),
-                Operation::Delete {
-                    updated_fragments,
-                    deleted_fragment_ids,
-                    predicate: "datafusion-lance DELETE (rows selected by DataFusion)".into(),
-                },
-                None,
-            );
+            let operation = Operation::Delete {
+                updated_fragments,
+                deleted_fragment_ids,
+                predicate: "datafusion-lance DELETE (rows selected by DataFusion)".into(),
+            };
             let count = addresses.len();
-            let started = std::time::Instant::now();
-            if let Err(e) = target.commit_row_change(base, transaction, addresses).await {
-                return Err(commit_error(&target, e, started).await);
-            }
+            target
+                .commit(Commit::new(Some(base), operation).with_affected_rows(addresses))
+                .await?;
             count_batch(count)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(

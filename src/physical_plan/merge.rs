@@ -21,17 +21,15 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 use futures::StreamExt;
 use lance::Dataset;
 use lance::dataset::WhenNotMatchedBySource as LanceBySource;
-use lance::dataset::transaction::Operation;
-use lance::dataset::{MergeInsertBuilder, MergeInsertJob, WriteDestination};
+use lance::dataset::{MergeInsertBuilder, MergeInsertJob};
 use lance::dataset::{WhenMatched as LanceMatched, WhenNotMatched as LanceNotMatched};
 use std::collections::HashMap;
 
-use super::commit::commit_error;
 use super::merge_options::{
     MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
     stats_schema,
 };
-use super::rows::remove_new_deletion_files;
+use super::transaction::{Commit, commit_error};
 use super::target::{
     OpenTarget, WriteTarget, count_batch, count_schema, execute_all, one_row_properties,
     write_error,
@@ -254,37 +252,23 @@ async fn run_merge(
             Ok(uncommitted) => uncommitted,
             Err(e) => return Err(merge_error(target, e, started).await),
         };
-        let (new_fragments, updated) = match &uncommitted.transaction.operation {
-            Operation::Update {
-                new_fragments,
-                updated_fragments,
-                ..
-            } => (new_fragments.clone(), updated_fragments.clone()),
-            _ => (Vec::new(), Vec::new()),
-        };
-        let mut commit = target.commit_builder(WriteDestination::Dataset(Arc::clone(&dataset)));
+        let mut commit = Commit::of(Some(Arc::clone(&dataset)), uncommitted.transaction);
         if let Some(rows) = uncommitted.affected_rows {
             commit = commit.with_affected_rows(rows);
         }
         let stats = uncommitted.stats;
-        match commit.execute(uncommitted.transaction).await {
+        // A failed attempt's files are removed by the commit path (a retry
+        // writes its own).
+        match target.try_commit(commit).await {
             Ok(committed) => {
-                let version = committed.version_id();
-                target.note_committed(Arc::new(committed));
                 return Ok((
                     stats.num_inserted_rows,
                     stats.num_updated_rows,
                     stats.num_deleted_rows,
-                    version,
+                    committed.version_id(),
                 ));
             }
             Err(e) => {
-                // Unless the commit may have landed, this attempt's files are
-                // garbage: remove them (a retry writes its own).
-                if !e.is_commit_status_unknown() {
-                    target.remove_files(&new_fragments).await;
-                    remove_new_deletion_files(&dataset, &updated).await;
-                }
                 let retry = matches!(e, lance::Error::RetryableCommitConflict { .. })
                     && attempt < MERGE_ATTEMPTS
                     && !reads_target;

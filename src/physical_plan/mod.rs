@@ -13,6 +13,7 @@ pub mod merge_options;
 pub(crate) mod rows;
 pub mod scan;
 pub mod target;
+pub(crate) mod transaction;
 pub mod update;
 pub mod write;
 

@@ -18,21 +18,15 @@ use datafusion::physical_plan::expressions::Column;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PlanProperties};
 use lance::Dataset;
-use lance::dataset::builder::DatasetBuilder;
-use lance::dataset::transaction::{Operation, Transaction};
-use lance::dataset::{CommitBuilder, WriteDestination};
 use lance_file::version::LanceFileVersion;
 use lance_io::object_store::ObjectStoreParams;
-use lance_select::RowAddrTreeMap;
 use lance_table::format::Fragment;
-use roaring::RoaringTreemap;
 
-use crate::config::{CommitBudget, VersionSpec};
+use crate::config::{CommitBudget, LanceConfig, LanceTableOptions, VersionSpec};
 use crate::error::Error;
 use crate::location::{Snapshot, TableLocation};
 use crate::session::LanceSessionCache;
 
-use super::rows::remove_new_deletion_files;
 
 /// How the statement's fragments are committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +65,25 @@ pub struct WriteOptions {
     pub stable_row_ids: bool,
 }
 
+impl WriteOptions {
+    /// The options a write gets from the session's `settings` and the
+    /// table's `options` (table options win).
+    pub(crate) fn resolve(settings: &LanceConfig, options: &LanceTableOptions) -> Self {
+        Self {
+            max_rows_per_file: options
+                .max_rows_per_file
+                .unwrap_or(settings.max_rows_per_file),
+            max_rows_per_group: options
+                .max_rows_per_group
+                .unwrap_or(settings.max_rows_per_group),
+            storage_version: options
+                .data_storage_version
+                .unwrap_or(settings.data_storage_version),
+            stable_row_ids: options.enable_stable_row_ids.unwrap_or(false),
+        }
+    }
+}
+
 /// The table a write statement targets, as plan data: where it lives, the
 /// version the statement read, its schema and the statement's write options.
 /// No handle: a task opens what it needs through its process's Lance session
@@ -101,6 +114,28 @@ impl fmt::Debug for WriteTarget {
 }
 
 impl WriteTarget {
+    /// A target: `table` names it in messages; `read` is the version the
+    /// statement read (`None` when it creates the table); options and the
+    /// commit budget come from the session's `settings` and the table's
+    /// `options`.
+    pub(crate) fn new(
+        table: impl Into<String>,
+        location: TableLocation,
+        read: Option<Snapshot>,
+        schema: SchemaRef,
+        settings: &LanceConfig,
+        options: &LanceTableOptions,
+    ) -> Self {
+        Self {
+            table: table.into(),
+            location,
+            read,
+            schema,
+            options: WriteOptions::resolve(settings, options),
+            commit_budget: settings.commit_budget(),
+        }
+    }
+
     /// The version the statement read (0 when it creates the dataset).
     pub fn read_version(&self) -> u64 {
         self.read.as_ref().map_or(0, |s| s.version)
@@ -171,82 +206,6 @@ impl OpenTarget {
     pub(crate) fn note_committed(&self, dataset: Arc<Dataset>) {
         self.cache
             .note_committed(&self.location.uri, &self.params, dataset);
-    }
-
-    /// Commits a row-level change (`DELETE`, `UPDATE`) read at `base`, with the
-    /// touched row addresses so Lance can rebase it over disjoint concurrent
-    /// changes, and serves the new version to the next query.
-    pub(crate) async fn commit_row_change(
-        &self,
-        base: Arc<Dataset>,
-        transaction: Transaction,
-        addresses: RoaringTreemap,
-    ) -> lance::Result<()> {
-        let updated = match &transaction.operation {
-            Operation::Delete {
-                updated_fragments, ..
-            }
-            | Operation::Update {
-                updated_fragments, ..
-            } => updated_fragments.clone(),
-            _ => Vec::new(),
-        };
-        let committed = self
-            .commit_builder(WriteDestination::Dataset(Arc::clone(&base)))
-            .with_affected_rows(RowAddrTreeMap::from(addresses))
-            .execute(transaction)
-            .await;
-        match committed {
-            Ok(committed) => {
-                self.note_committed(Arc::new(committed));
-                Ok(())
-            }
-            Err(e) => {
-                if !e.is_commit_status_unknown() {
-                    remove_new_deletion_files(&base, &updated).await;
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// A Lance commit to `dest` through this task's session, with the
-    /// statement's commit budget; Lance's automatic cleanup stays off.
-    pub(crate) fn commit_builder<'a>(&self, dest: WriteDestination<'a>) -> CommitBuilder<'a> {
-        CommitBuilder::new(dest)
-            .with_session(Arc::clone(self.cache.session()))
-            .with_store_params(self.params.clone())
-            .with_skip_auto_cleanup(true)
-            .with_max_retries(self.commit_budget.max_retries)
-            .with_retry_timeout(self.commit_budget.retry_timeout)
-    }
-
-    /// Deletes the data files of `fragments` (best effort; failures are logged).
-    pub(crate) async fn remove_files(&self, fragments: &[Fragment]) {
-        if fragments.is_empty() {
-            return;
-        }
-        let built = DatasetBuilder::from_uri(&self.location.uri)
-            .with_session(Arc::clone(self.cache.session()))
-            .with_store_params(self.params.clone())
-            .build_object_store()
-            .await;
-        let (store, base, _) = match built {
-            Ok(parts) => parts,
-            Err(e) => {
-                log::warn!(
-                    "could not clean up data files of a failed write to '{}': {e}",
-                    self.location.display_uri
-                );
-                return;
-            }
-        };
-        for file in fragments.iter().flat_map(|f| &f.files) {
-            let path = base.clone().join("data").join(file.path.as_str());
-            if let Err(e) = store.delete(&path).await {
-                log::warn!("could not remove orphaned data file '{path}': {e}");
-            }
-        }
     }
 }
 

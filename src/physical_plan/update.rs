@@ -7,21 +7,21 @@ use std::sync::{Arc, Mutex};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::common::internal_err;
 use datafusion::common::runtime::JoinSet;
-use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::error::Result as DFResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
-use lance::dataset::transaction::{Operation, Transaction, UpdateMode};
+use lance::dataset::transaction::{Operation, UpdateMode};
 use lance_table::format::Fragment;
 use roaring::RoaringTreemap;
 
-use super::commit::commit_error;
 use super::rows::{addresses_of, apply_deletions};
 use super::target::{
     OpenTarget, WriteTarget, count_batch, count_schema, execute_all, join_writers,
     one_row_properties, write_error,
 };
+use super::transaction::Commit;
 use super::write::write_partition;
 
 /// `UPDATE`: its input yields, for every updated row, the new values of all
@@ -115,15 +115,8 @@ impl ExecutionPlan for LanceUpdateExec {
                 return count_batch(0);
             }
             let count = addresses.len();
-            match commit_update(&target, addresses, fragments.clone()).await {
-                Ok(()) => count_batch(count),
-                Err((e, unknown)) => {
-                    if !unknown {
-                        target.remove_files(&fragments).await;
-                    }
-                    Err(e)
-                }
-            }
+            commit_update(&target, addresses, fragments).await?;
+            count_batch(count)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             count_schema(),
@@ -169,53 +162,47 @@ async fn rewrite_rows(
     Ok((addresses, fragments))
 }
 
-/// Deletes the old rows and commits them with the new fragments. On error,
-/// also says whether Lance could not tell if the commit happened.
+/// Deletes the old rows and commits them with the new fragments (which are
+/// removed when the statement fails before or at its commit).
 async fn commit_update(
     target: &OpenTarget,
     addresses: RoaringTreemap,
     new_fragments: Vec<Fragment>,
-) -> Result<(), (DataFusionError, bool)> {
-    let base = target
-        .base()
-        .await
-        .map_err(|e| (DataFusionError::from(e), false))?;
-    let Some(base) = base else {
-        return Err((
-            DataFusionError::Internal("UPDATE needs an existing table".into()),
-            false,
-        ));
+) -> DFResult<()> {
+    let deleted = match target.base().await {
+        Ok(Some(base)) => apply_deletions(&base, &addresses)
+            .await
+            .map(|deletions| (base, deletions))
+            .map_err(|e| write_error(target, "updating", e)),
+        Ok(None) => internal_err!("UPDATE needs an existing table"),
+        Err(e) => Err(e.into()),
     };
-    let (updated_fragments, removed_fragment_ids) = apply_deletions(&base, &addresses)
-        .await
-        .map_err(|e| (write_error(target, "updating", e), false))?;
+    let (base, (updated_fragments, removed_fragment_ids)) = match deleted {
+        Ok(deleted) => deleted,
+        Err(e) => {
+            target.remove_files(&new_fragments).await;
+            return Err(e);
+        }
+    };
     // Every column counts as modified: no index claims the rewritten rows.
     let all_fields: Vec<u32> = base
         .schema()
         .fields_pre_order()
         .map(|f| f.id as u32)
         .collect();
-    let transaction = Transaction::new(
-        base.version_id(),
-        Operation::Update {
-            removed_fragment_ids,
-            updated_fragments,
-            new_fragments,
-            fields_modified: vec![],
-            compacted_sstables: vec![],
-            fields_for_preserving_frag_bitmap: all_fields,
-            update_mode: Some(UpdateMode::RewriteRows),
-            inserted_rows_filter: None,
-            updated_fragment_offsets: None,
-        },
-        None,
-    );
-    let started = std::time::Instant::now();
-    match target.commit_row_change(base, transaction, addresses).await {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let unknown = e.is_commit_status_unknown();
-            Err((commit_error(target, e, started).await, unknown))
-        }
-    }
+    let operation = Operation::Update {
+        removed_fragment_ids,
+        updated_fragments,
+        new_fragments,
+        fields_modified: vec![],
+        compacted_sstables: vec![],
+        fields_for_preserving_frag_bitmap: all_fields,
+        update_mode: Some(UpdateMode::RewriteRows),
+        inserted_rows_filter: None,
+        updated_fragment_offsets: None,
+    };
+    target
+        .commit(Commit::new(Some(base), operation).with_affected_rows(addresses))
+        .await?;
+    Ok(())
 }

@@ -6,15 +6,13 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::{Constraint, Constraints};
-use lance::dataset::transaction::{Operation, Transaction};
-use lance::dataset::{CommitBuilder, WriteDestination};
+use datafusion::error::Result as DFResult;
+use lance::dataset::transaction::Operation;
 use lance_core::datatypes::{LANCE_UNENFORCED_PRIMARY_KEY, LANCE_UNENFORCED_PRIMARY_KEY_POSITION};
-use lance_file::version::LanceFileVersion;
-use lance_io::object_store::ObjectStoreParams;
 
 use crate::error::{Error, Result};
-use crate::location::redact_uri;
-use crate::session::LanceSessionCache;
+use crate::physical_plan::target::OpenTarget;
+use crate::physical_plan::transaction::Commit;
 
 /// DataFusion constraints for the unenforced primary key Lance records.
 pub(crate) fn primary_key_constraints(
@@ -123,41 +121,16 @@ pub(crate) fn storable_type(t: &DataType) -> DataType {
     }
 }
 
-/// Creates an empty dataset (version 1, no fragments) at `uri`.
-pub(crate) async fn create_empty(
-    cache: &LanceSessionCache,
-    uri: &str,
-    params: &ObjectStoreParams,
-    schema: &Schema,
-    storage_version: LanceFileVersion,
-    stable_row_ids: bool,
-) -> Result<()> {
-    let lance_schema =
-        lance::datatypes::Schema::try_from(schema).map_err(|e| Error::lance("creating", uri, e))?;
-    let transaction = Transaction::new(
-        0,
-        Operation::Overwrite {
-            fragments: vec![],
-            schema: lance_schema,
-            config_upsert_values: None,
-            initial_bases: None,
-        },
-        None,
-    );
-    let dataset = CommitBuilder::new(WriteDestination::Uri(uri))
-        .with_session(Arc::clone(cache.session()))
-        .with_store_params(params.clone())
-        .with_storage_format(storage_version)
-        .use_stable_row_ids(stable_row_ids)
-        .execute(transaction)
-        .await
-        .map_err(|e| match e {
-            lance::Error::DatasetAlreadyExists { .. } => Error::unsupported(format!(
-                "a Lance dataset was created at '{}' concurrently",
-                redact_uri(uri)
-            )),
-            e => Error::lance("creating", uri, e),
-        })?;
-    cache.note_committed(uri, params, Arc::new(dataset));
+/// Creates the empty table `target` describes (version 1, no fragments).
+pub(crate) async fn create_empty(target: &OpenTarget) -> DFResult<()> {
+    let schema = lance::datatypes::Schema::try_from(target.schema.as_ref())
+        .map_err(|e| Error::lance("creating", &target.location.uri, e))?;
+    let operation = Operation::Overwrite {
+        fragments: vec![],
+        schema,
+        config_upsert_values: None,
+        initial_bases: None,
+    };
+    target.commit(Commit::new(None, operation)).await?;
     Ok(())
 }

@@ -12,8 +12,9 @@ use datafusion::logical_expr::CreateExternalTable;
 
 use crate::config::{LanceConfig, LanceTableOptions};
 use crate::error::Error;
-use crate::location::normalize_uri;
-use crate::session::{LanceSessionCache, store_params};
+use crate::location::{TableLocation, normalize_uri};
+use crate::physical_plan::WriteTarget;
+use crate::session::LanceSessionCache;
 use crate::table::{LanceTableProvider, create};
 
 /// Creates [`LanceTableProvider`]s for `CREATE EXTERNAL TABLE ... STORED AS LANCE`.
@@ -91,18 +92,19 @@ impl TableProviderFactory for LanceTableProviderFactory {
             {
                 let schema = create::table_schema(&name, declared, &key)?;
                 let settings = LanceConfig::from_options(state.config_options());
-                let uri = normalize_uri(&cmd.location)?;
-                create::create_empty(
-                    &cache,
-                    &uri,
-                    &store_params(&options.storage_options),
-                    &schema,
-                    options
-                        .data_storage_version
-                        .unwrap_or(settings.data_storage_version),
-                    options.enable_stable_row_ids.unwrap_or(false),
-                )
-                .await?;
+                let location = TableLocation::new(
+                    normalize_uri(&cmd.location)?,
+                    options.storage_options.clone(),
+                );
+                let target = Arc::new(WriteTarget::new(
+                    name.clone(),
+                    location,
+                    None,
+                    schema,
+                    &settings,
+                    &options,
+                ));
+                create::create_empty(&target.open_for(state.config())).await?;
                 builder.build_with(&cache).await?
             }
             Err(e) => return Err(e.into()),

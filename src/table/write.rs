@@ -13,9 +13,7 @@ use crate::config::LanceConfig;
 use crate::error::{Error, Result};
 use crate::location::Snapshot;
 use crate::physical_plan::target::fragments_schema;
-use crate::physical_plan::{
-    CommitKind, LanceCommitExec, LanceWriteExec, WriteOptions, WriteTarget,
-};
+use crate::physical_plan::{CommitKind, LanceCommitExec, LanceWriteExec, WriteTarget};
 
 impl LanceTableProvider {
     /// The write target of a statement planned with `state`: the table's
@@ -34,25 +32,14 @@ impl LanceTableProvider {
         // parameters by location.
         self.session_cache(state)
             .register_params(&self.location, &self.params);
-        Ok(Arc::new(WriteTarget {
-            table: self.name.clone(),
-            location: self.location.clone(),
-            read: Some(Snapshot::of(&base)),
-            schema: Arc::clone(&self.schema),
-            commit_budget: settings.commit_budget(),
-            options: WriteOptions {
-                max_rows_per_file: self
-                    .options
-                    .max_rows_per_file
-                    .unwrap_or(settings.max_rows_per_file),
-                max_rows_per_group: self
-                    .options
-                    .max_rows_per_group
-                    .unwrap_or(settings.max_rows_per_group),
-                storage_version: settings.data_storage_version,
-                stable_row_ids: false,
-            },
-        }))
+        Ok(Arc::new(WriteTarget::new(
+            self.name.clone(),
+            self.location.clone(),
+            Some(Snapshot::of(&base)),
+            Arc::clone(&self.schema),
+            &settings,
+            &self.options,
+        )))
     }
 
     /// `INSERT INTO` / `INSERT OVERWRITE`: parallel writers, one commit.
