@@ -38,6 +38,7 @@
 //! keeping Lance errors as downcastable sources.
 
 pub mod catalog;
+pub mod codec;
 pub mod config;
 pub mod error;
 pub mod format;
@@ -56,16 +57,18 @@ use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use catalog::{LanceUrlTableFactory, enable_lance_url_tables};
+pub use codec::{LanceLogicalCodec, LancePhysicalCodec};
 pub use config::{
     CacheBudgets, CommitBudget, FilterPushdown, LanceConfig, LanceTableOptions, VersionSpec,
 };
 pub use error::{Error, Result};
 pub use location::{normalize_uri, redact_uri};
-pub use physical_plan::LanceScanExec;
 pub use physical_plan::merge_options::{
     MERGE_FUNCTION_NAME, MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched,
     WhenNotMatchedBySource,
 };
+pub use physical_plan::{LanceScanExec, LanceSink};
+pub use planner::resolve_lance_tables;
 pub use session::LanceSessionCache;
 pub use table::{LanceTableProvider, LanceTableProviderBuilder, LanceTableProviderFactory};
 pub use udtf::{CacheStatsFunction, VersionsFunction};

@@ -65,6 +65,16 @@ impl LanceCommitExec {
             properties,
         }
     }
+
+    /// The table written.
+    pub fn target(&self) -> &Arc<WriteTarget> {
+        &self.target
+    }
+
+    /// How the fragments are committed.
+    pub fn kind(&self) -> CommitKind {
+        self.kind
+    }
 }
 
 impl DisplayAs for LanceCommitExec {
@@ -127,7 +137,7 @@ impl ExecutionPlan for LanceCommitExec {
         let fut = async move {
             let _writing = target.in_flight();
             let (rows, fragments) = collect_fragments(inputs, &target).await?;
-            let count = commit(&target, kind, rows, fragments).await?;
+            let count = commit_fragments(&target, kind, rows, fragments).await?;
             count_batch(count)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -160,8 +170,9 @@ async fn collect_fragments(
     Ok((rows.iter().sum(), fragments))
 }
 
-/// Commits `fragments` as one transaction; returns the statement's row count.
-async fn commit(
+/// Commits `fragments` as one transaction; returns the statement's row count
+/// (the commit of [`LanceCommitExec`] and of [`super::LanceSink`]).
+pub(crate) async fn commit_fragments(
     target: &OpenTarget,
     kind: CommitKind,
     rows: u64,

@@ -12,10 +12,10 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 use lance::dataset::transaction::Operation;
 
 use super::rows::{apply_deletions, collect_addresses};
-use super::transaction::Commit;
 use super::target::{
     WriteTarget, count_batch, count_schema, execute_all, one_row_properties, write_error,
 };
+use super::transaction::Commit;
 
 /// `DELETE`: its input (any plan, subqueries included) yields the `_rowaddr`
 /// of every row to delete; one `Delete` transaction marks them deleted.
@@ -43,6 +43,11 @@ impl LanceDeleteExec {
             target,
             properties,
         }
+    }
+
+    /// The table written.
+    pub fn target(&self) -> &Arc<WriteTarget> {
+        &self.target
     }
 }
 

@@ -29,11 +29,11 @@ use super::merge_options::{
     MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
     stats_schema,
 };
-use super::transaction::{Commit, commit_error};
 use super::target::{
     OpenTarget, WriteTarget, count_batch, count_schema, execute_all, one_row_properties,
     write_error,
 };
+use super::transaction::{Commit, commit_error};
 
 /// Merges in this process are serialised per table, so that two merges
 /// inserting the same new key cannot both insert it even when the table has
@@ -104,6 +104,26 @@ impl LanceMergeExec {
 
     fn output_schema(&self) -> SchemaRef {
         Arc::clone(self.properties.eq_properties.schema())
+    }
+
+    /// The table written.
+    pub fn target(&self) -> &Arc<WriteTarget> {
+        &self.target
+    }
+
+    /// The merge key columns.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// What happens to matched and unmatched rows.
+    pub fn options(&self) -> &MergeOptions {
+        &self.options
+    }
+
+    /// What the statement returns.
+    pub fn output(&self) -> MergeOutput {
+        self.output
     }
 }
 

@@ -2,10 +2,8 @@
 //! [`super::LanceCommitExec`].
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
 use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::internal_err;
@@ -26,7 +24,6 @@ use crate::config::{CommitBudget, LanceConfig, LanceTableOptions, VersionSpec};
 use crate::error::Error;
 use crate::location::{Snapshot, TableLocation};
 use crate::session::LanceSessionCache;
-
 
 /// How the statement's fragments are committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -339,54 +336,6 @@ pub(crate) fn execute_all(
     (0..input.properties().partitioning.partition_count())
         .map(|p| input.execute(p, Arc::clone(context)))
         .collect()
-}
-
-/// Statements of this process that are writing files no version references
-/// yet, by table location: `lance_vacuum` never removes files newer than the
-/// oldest of them.
-static IN_FLIGHT: LazyLock<Mutex<Vec<InFlightWrite>>> = LazyLock::new(Default::default);
-static NEXT_WRITE: AtomicU64 = AtomicU64::new(0);
-
-/// (registration id, table location, start time).
-type InFlightWrite = (u64, String, DateTime<Utc>);
-
-/// Registration of an executing write; removed when dropped.
-#[derive(Debug)]
-pub(crate) struct InFlight(u64);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let mut writes = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-        writes.retain(|(id, _, _)| *id != self.0);
-    }
-}
-
-/// The location a table's files live under, as the registry keys it.
-fn location_key(uri: &str) -> String {
-    uri.trim_end_matches('/')
-        .trim_start_matches("file://")
-        .to_string()
-}
-
-impl WriteTarget {
-    /// Registers the statement as writing to this table until the guard drops.
-    pub(crate) fn in_flight(&self) -> InFlight {
-        let id = NEXT_WRITE.fetch_add(1, Ordering::Relaxed);
-        let mut writes = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-        writes.push((id, location_key(&self.location.uri), Utc::now()));
-        InFlight(id)
-    }
-}
-
-/// When the oldest write of this process to `uri` still executing started.
-pub(crate) fn oldest_in_flight(uri: &str) -> Option<DateTime<Utc>> {
-    let key = location_key(uri);
-    let writes = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-    writes
-        .iter()
-        .filter(|(_, u, _)| *u == key)
-        .map(|(_, _, started)| *started)
-        .min()
 }
 
 /// `plan` narrowed to the columns `projection` selects (table functions

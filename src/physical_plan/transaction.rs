@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use datafusion::error::{DataFusionError, Result as DFResult};
 use lance::Dataset;
+use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::{CommitBuilder, WriteDestination};
-use lance::dataset::builder::DatasetBuilder;
 use lance_select::RowAddrTreeMap;
 use lance_table::format::Fragment;
 

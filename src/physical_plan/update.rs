@@ -61,6 +61,11 @@ impl LanceUpdateExec {
             properties,
         })
     }
+
+    /// The table written.
+    pub fn target(&self) -> &Arc<WriteTarget> {
+        &self.target
+    }
 }
 
 impl DisplayAs for LanceUpdateExec {

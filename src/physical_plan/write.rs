@@ -59,6 +59,11 @@ impl LanceWriteExec {
             metrics: ExecutionPlanMetricsSet::new(),
         }
     }
+
+    /// The table written.
+    pub fn target(&self) -> &Arc<WriteTarget> {
+        &self.target
+    }
 }
 
 impl DisplayAs for LanceWriteExec {

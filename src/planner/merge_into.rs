@@ -43,9 +43,10 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
+use crate::table::lookup::lance_table;
 use crate::table::merge::{
     LanceMergeTable, MergeCondition, MergeOptions, WhenMatched, WhenNotMatched,
-    WhenNotMatchedBySource, check_condition, lance_table,
+    WhenNotMatchedBySource, check_condition,
 };
 
 /// The two sides of a merge, by the names the statement gives them.
@@ -157,11 +158,7 @@ pub async fn plan_merge_into(state: &SessionState, merge: &Merge) -> DFResult<Lo
         return plan_err!("MERGE INTO: the target must be a table, not a table function");
     }
     let reference = object_name_to_table_reference(target_name.clone(), normalize)?;
-    let target = lance_table(state, reference.clone()).await.map_err(|_| {
-        datafusion::error::DataFusionError::Plan(format!(
-            "MERGE INTO: '{reference}' is not a registered Lance table"
-        ))
-    })?;
+    let target = lance_table(state, &reference, "MERGE INTO").await?;
     let target_alias = alias
         .as_ref()
         .map(|a| idents.normalize(a.name.clone()))

@@ -9,6 +9,6 @@ pub(crate) mod version_clause;
 
 pub use dml::LanceDmlRewrite;
 pub use merge::LanceMergePlanner;
-pub use snapshot::LanceQueryPlanner;
+pub use snapshot::{LanceQueryPlanner, resolve_lance_tables};
 pub use vector_check::VectorDimensionCheck;
 pub use version_clause::VersionClauseGuard;

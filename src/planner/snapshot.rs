@@ -30,7 +30,10 @@ use lance_io::object_store::ObjectStoreParams;
 use crate::config::VersionSpec;
 use crate::table::LanceTableProvider;
 use crate::table::dml::LanceDmlTable;
+use crate::table::lookup::table_or_location;
 use crate::table::merge::LanceMergeTable;
+use crate::udtf::vacuum::VacuumTable;
+use crate::udtf::versions::VersionsTable;
 
 /// Resolves every Lance table a statement references to one version, then
 /// delegates to the wrapped planner (see the module docs).
@@ -53,10 +56,27 @@ impl QueryPlanner for LanceQueryPlanner {
         logical_plan: &LogicalPlan,
         session_state: &SessionState,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let mut snapshots = Snapshots::default();
-        let plan = snapshots.fix(logical_plan.clone(), session_state).await?;
+        let plan = resolve_lance_tables(logical_plan.clone(), session_state).await?;
         self.inner.create_physical_plan(&plan, session_state).await
     }
+}
+
+/// Resolves `plan` the way [`LanceQueryPlanner`] does before physical
+/// planning: every unpinned Lance table it references — nested plans of DML
+/// and merge statements included — is fixed to one version (the latest, once
+/// per table), the tables `lance_merge`, `lance_versions` and
+/// `lance_vacuum` name are looked up, and the plans nested inside statements
+/// are optimized (so subqueries become joins that `datafusion-proto` can
+/// encode).
+///
+/// Call it on a logical plan before encoding it for another process (see
+/// [`crate::codec`]): the decoded plan then reads exactly these versions and
+/// needs no catalog. Resolving a resolved plan changes nothing.
+pub async fn resolve_lance_tables(
+    plan: LogicalPlan,
+    state: &SessionState,
+) -> DFResult<LogicalPlan> {
+    Snapshots::default().fix(plan, state).await
 }
 
 /// Identifies one table as the process sees it: location, store parameters
@@ -114,14 +134,35 @@ impl Snapshots {
             }
             if let Some(dml) = provider.downcast_ref::<LanceDmlTable>() {
                 let target = self.fix_table(dml.target(), state).await?;
-                let input = self.fix(dml.input().clone(), state).await?;
+                let input = self.fix(state.optimize(dml.input())?, state).await?;
                 return Ok(Some(Arc::new(dml.with_parts(target, input)) as _));
             }
             if let Some(merge) = provider.downcast_ref::<LanceMergeTable>() {
                 let target = merge.resolve_target(state).await?;
                 let target = self.fix_table(&target, state).await?;
-                let source = self.fix(merge.source().clone(), state).await?;
+                let source = self.fix(state.optimize(merge.source())?, state).await?;
                 return Ok(Some(Arc::new(merge.with_parts(target, source)) as _));
+            }
+            if let Some(versions) = provider.downcast_ref::<VersionsTable>() {
+                if versions.location.is_some() {
+                    return Ok(None);
+                }
+                let location = table_or_location(state, &versions.target).await?;
+                return Ok(Some(Arc::new(VersionsTable {
+                    target: versions.target.clone(),
+                    location: Some(location),
+                }) as _));
+            }
+            if let Some(vacuum) = provider.downcast_ref::<VacuumTable>() {
+                if vacuum.location.is_some() {
+                    return Ok(None);
+                }
+                let location = table_or_location(state, &vacuum.target).await?;
+                return Ok(Some(Arc::new(VacuumTable {
+                    target: vacuum.target.clone(),
+                    location: Some(location),
+                    options: vacuum.options,
+                }) as _));
             }
             Ok(None)
         }

@@ -56,6 +56,11 @@ impl LanceDmlTable {
         Self { op, target, input }
     }
 
+    /// Which statement.
+    pub(crate) fn op(&self) -> DmlOp {
+        self.op
+    }
+
     /// The table the statement changes.
     pub(crate) fn target(&self) -> &Arc<LanceTableProvider> {
         &self.target

@@ -19,6 +19,7 @@ use datafusion::physical_plan::expressions::{CastExpr, Column};
 use datafusion::physical_plan::projection::ProjectionExec;
 
 use super::LanceTableProvider;
+use super::lookup::lance_table;
 use crate::error::{Error, Result};
 use crate::physical_plan::LanceMergeExec;
 pub(crate) use crate::physical_plan::merge_options::{
@@ -77,6 +78,26 @@ impl LanceMergeTable {
         &self.source
     }
 
+    /// The target as the statement names it.
+    pub(crate) fn target_name(&self) -> &str {
+        &self.target
+    }
+
+    /// The target table, when resolved already.
+    pub(crate) fn target_table(&self) -> Option<&Arc<LanceTableProvider>> {
+        self.target_table.as_ref()
+    }
+
+    /// The merge key columns.
+    pub(crate) fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// What happens to matched and unmatched rows.
+    pub(crate) fn options(&self) -> &MergeOptions {
+        &self.options
+    }
+
     /// The target table: the one resolved already, or the Lance table
     /// registered under the target name.
     pub(crate) async fn resolve_target(
@@ -85,7 +106,14 @@ impl LanceMergeTable {
     ) -> Result<Arc<LanceTableProvider>> {
         match &self.target_table {
             Some(table) => Ok(Arc::clone(table)),
-            None => resolve_lance_table(state, &self.target).await,
+            None => {
+                lance_table(
+                    state,
+                    &TableReference::from(self.target.as_str()),
+                    MERGE_FUNCTION_NAME,
+                )
+                .await
+            }
         }
     }
 
@@ -134,42 +162,6 @@ impl TableProvider for LanceMergeTable {
             .await?;
         project(merge, projection)
     }
-}
-
-/// The Lance table registered as `name`.
-pub(crate) async fn resolve_lance_table(
-    state: &dyn Session,
-    name: &str,
-) -> Result<Arc<LanceTableProvider>> {
-    lance_table(state, TableReference::from(name))
-        .await
-        .map_err(|_| {
-            Error::unsupported(format!(
-                "{MERGE_FUNCTION_NAME}: '{name}' is not a registered Lance table"
-            ))
-        })
-}
-
-/// The Lance table `reference` names (already normalised), or `None`.
-pub(crate) async fn lance_table(
-    state: &dyn Session,
-    reference: TableReference,
-) -> Result<Arc<LanceTableProvider>> {
-    let not_found = || Error::unsupported(format!("'{reference}' is not a registered Lance table"));
-    let state = state
-        .as_any()
-        .downcast_ref::<SessionState>()
-        .ok_or_else(not_found)?;
-    let schema = state
-        .schema_for_ref(reference.clone())
-        .map_err(|_| not_found())?;
-    let table = schema
-        .table(reference.table())
-        .await?
-        .ok_or_else(not_found)?;
-    let any: Arc<dyn std::any::Any + Send + Sync> = table;
-    any.downcast::<LanceTableProvider>()
-        .map_err(|_| not_found())
 }
 
 impl LanceTableProvider {

@@ -4,6 +4,7 @@ pub(crate) mod create;
 pub(crate) mod dml;
 pub(crate) mod factory;
 pub(crate) mod index_rules;
+pub(crate) mod lookup;
 pub(crate) mod merge;
 pub(crate) mod partition;
 pub(crate) mod pushdown;
@@ -27,7 +28,7 @@ use lance_io::object_store::ObjectStoreParams;
 
 use crate::config::{LanceTableOptions, VersionSpec};
 use crate::error::{Error, Result};
-use crate::location::{TableLocation, normalize_uri};
+use crate::location::{Snapshot, TableLocation, normalize_uri};
 use crate::session::{LanceSessionCache, store_params};
 
 pub use factory::LanceTableProviderFactory;
@@ -61,11 +62,11 @@ pub struct LanceTableProvider {
     schema: SchemaRef,
     constraints: Option<Constraints>,
     options: LanceTableOptions,
-    pinned: Option<Arc<Dataset>>,
+    /// The version a pinned provider reads.
+    pinned: Option<Fixed>,
     /// The version one statement reads (set by the query planner; see
     /// [`crate::planner::LanceQueryPlanner`]). Writes are still allowed.
-    resolved: Option<Arc<Dataset>>,
-    cache: Option<Arc<LanceSessionCache>>,
+    resolved: Option<Fixed>,
     /// Expose Lance's row address as a trailing `_rowaddr` column (DML only).
     row_addr: bool,
 }
@@ -77,6 +78,38 @@ impl fmt::Debug for LanceTableProvider {
             .field("version", &self.version)
             .finish_non_exhaustive()
     }
+}
+
+/// A version a provider is fixed to: the snapshot (what a plan carries) and,
+/// in the process that fixed it, the open dataset.
+#[derive(Clone)]
+pub(crate) struct Fixed {
+    snapshot: Snapshot,
+    dataset: Option<Arc<Dataset>>,
+}
+
+impl Fixed {
+    fn open(dataset: Arc<Dataset>) -> Self {
+        Self {
+            snapshot: Snapshot::of(&dataset),
+            dataset: Some(dataset),
+        }
+    }
+}
+
+/// A [`LanceTableProvider`] as plain data (what a codec carries): no
+/// dataset handle, no manifest, no store parameters beyond the location's
+/// storage options.
+#[derive(Debug, Clone)]
+pub(crate) struct ProviderParts {
+    pub(crate) name: String,
+    pub(crate) location: TableLocation,
+    pub(crate) options: LanceTableOptions,
+    pub(crate) pinned: Option<Snapshot>,
+    pub(crate) resolved: Option<Snapshot>,
+    pub(crate) schema: SchemaRef,
+    pub(crate) constraints: Option<Constraints>,
+    pub(crate) row_addr: bool,
 }
 
 /// Builds a [`LanceTableProvider`].
@@ -129,8 +162,10 @@ impl LanceTableProviderBuilder {
         self
     }
 
-    /// Opens datasets through `cache` instead of the context's (or the
-    /// process-wide) Lance session.
+    /// Opens the dataset through `cache` when building, instead of the
+    /// process-wide shared Lance session. Queries open what they read
+    /// through the Lance session of the context that runs them (see
+    /// [`crate::LanceSessionContextExt::with_lance_session_cache`]).
     pub fn with_session_cache(mut self, cache: Arc<LanceSessionCache>) -> Self {
         self.cache = Some(cache);
         self
@@ -142,8 +177,7 @@ impl LanceTableProviderBuilder {
         self.build_with(&open_with).await
     }
 
-    /// Builds, opening through `open_with` (the provider keeps only an
-    /// explicitly configured cache).
+    /// Builds, opening through `open_with`.
     pub(crate) async fn build_with(
         self,
         open_with: &LanceSessionCache,
@@ -155,7 +189,7 @@ impl LanceTableProviderBuilder {
         let dataset = open_with.open(&uri, &params, &self.options.version).await?;
         let schema = Arc::new(Schema::from(dataset.schema()));
         let constraints = create::primary_key_constraints(dataset.schema(), &schema);
-        let pinned = (!self.options.version.is_latest()).then_some(dataset);
+        let pinned = (!self.options.version.is_latest()).then(|| Fixed::open(dataset));
         let location = TableLocation::new(uri, self.options.storage_options.clone());
         Ok(LanceTableProvider {
             name: self.name.unwrap_or_else(|| location.display_uri.clone()),
@@ -167,7 +201,6 @@ impl LanceTableProviderBuilder {
             options: self.options,
             pinned,
             resolved: None,
-            cache: self.cache,
             row_addr: false,
         })
     }
@@ -195,7 +228,7 @@ impl LanceTableProvider {
     /// The same table reading `dataset` (the version one statement reads).
     pub(crate) fn at_snapshot(&self, dataset: Arc<Dataset>) -> Self {
         Self {
-            resolved: Some(dataset),
+            resolved: Some(Fixed::open(dataset)),
             ..self.clone_config()
         }
     }
@@ -217,7 +250,6 @@ impl LanceTableProvider {
             options: self.options.clone(),
             pinned: self.pinned.clone(),
             resolved: self.resolved.clone(),
-            cache: self.cache.clone(),
             row_addr: self.row_addr,
         }
     }
@@ -272,9 +304,41 @@ impl LanceTableProvider {
 
     /// The Lance session cache used for a DataFusion session.
     pub fn session_cache(&self, state: &dyn Session) -> Arc<LanceSessionCache> {
-        match &self.cache {
-            Some(cache) => Arc::clone(cache),
-            None => LanceSessionCache::for_config(state.config()),
+        LanceSessionCache::for_config(state.config())
+    }
+
+    /// This provider as plain data.
+    pub(crate) fn parts(&self) -> ProviderParts {
+        ProviderParts {
+            name: self.name.clone(),
+            location: self.location.clone(),
+            options: self.options.clone(),
+            pinned: self.pinned.as_ref().map(|f| f.snapshot.clone()),
+            resolved: self.resolved.as_ref().map(|f| f.snapshot.clone()),
+            schema: Arc::clone(&self.schema),
+            constraints: self.constraints.clone(),
+            row_addr: self.row_addr,
+        }
+    }
+
+    /// The provider `parts` describe, opening through `params` (no I/O:
+    /// versions are opened when a statement is planned).
+    pub(crate) fn from_parts(parts: ProviderParts, params: ObjectStoreParams) -> Self {
+        let fixed = |snapshot| Fixed {
+            snapshot,
+            dataset: None,
+        };
+        Self {
+            name: parts.name,
+            version: parts.options.version.clone(),
+            location: parts.location,
+            params,
+            schema: parts.schema,
+            constraints: parts.constraints,
+            options: parts.options,
+            pinned: parts.pinned.map(fixed),
+            resolved: parts.resolved.map(fixed),
+            row_addr: parts.row_addr,
         }
     }
 
@@ -282,12 +346,23 @@ impl LanceTableProvider {
     /// version, the version resolved for the statement, or (for plans not made
     /// by a session set up with [`crate::register_lance`]) the latest version.
     pub async fn snapshot(&self, state: &dyn Session) -> Result<Arc<Dataset>> {
-        if let Some(dataset) = self.pinned.as_ref().or(self.resolved.as_ref()) {
-            return Ok(Arc::clone(dataset));
+        let cache = self.session_cache(state);
+        match self.pinned.as_ref().or(self.resolved.as_ref()) {
+            Some(Fixed {
+                dataset: Some(dataset),
+                ..
+            }) => Ok(Arc::clone(dataset)),
+            Some(Fixed { snapshot, .. }) => {
+                cache
+                    .open_snapshot(&self.location.uri, &self.params, snapshot)
+                    .await
+            }
+            None => {
+                cache
+                    .open(&self.location.uri, &self.params, &VersionSpec::Latest)
+                    .await
+            }
         }
-        self.session_cache(state)
-            .open(&self.location.uri, &self.params, &VersionSpec::Latest)
-            .await
     }
 
     fn check_columns(&self, dataset: &Dataset, columns: &[String]) -> Result<()> {

@@ -13,7 +13,7 @@ use crate::config::LanceConfig;
 use crate::error::{Error, Result};
 use crate::location::Snapshot;
 use crate::physical_plan::target::fragments_schema;
-use crate::physical_plan::{CommitKind, LanceCommitExec, LanceWriteExec, WriteTarget};
+use crate::physical_plan::{CommitKind, LanceCommitExec, LanceSink, LanceWriteExec, WriteTarget};
 
 impl LanceTableProvider {
     /// The write target of a statement planned with `state`: the table's
@@ -75,6 +75,27 @@ impl LanceTableProvider {
         let target = self.write_target(state).await?;
         let write = Arc::new(LanceWriteExec::new(input, Arc::clone(&target)));
         Ok(Arc::new(LanceCommitExec::new(write, target, kind)))
+    }
+
+    /// A [`LanceSink`] appending to (or, with [`InsertOp::Overwrite`],
+    /// replacing the rows of) this table, for engines that plan
+    /// `DataSinkExec` themselves: the input must have the table's schema.
+    /// It reads the version a statement planned with `state` reads, like
+    /// `INSERT`. `InsertOp::Replace` (an upsert) has no sink: plan it with
+    /// `INSERT OR REPLACE` or `lance_merge`.
+    pub async fn data_sink(&self, state: &dyn Session, insert_op: InsertOp) -> Result<LanceSink> {
+        let kind = match insert_op {
+            InsertOp::Append => CommitKind::Append,
+            InsertOp::Overwrite => CommitKind::Overwrite,
+            InsertOp::Replace => {
+                return Err(Error::unsupported(format!(
+                    "a data sink cannot upsert into '{}'; use INSERT OR REPLACE or \
+                     lance_merge(...)",
+                    self.name
+                )));
+            }
+        };
+        Ok(LanceSink::new(self.write_target(state).await?, kind))
     }
 
     /// The primary key column names, in key order.

@@ -37,8 +37,7 @@ impl TableFunctionImpl for CacheStatsFunction {
         if !args.exprs().is_empty() {
             return plan_err!("{CACHE_STATS_FUNCTION_NAME}() takes no arguments");
         }
-        let cache = LanceSessionCache::for_config(args.session().config());
-        Ok(Arc::new(CacheStatsTable { cache }))
+        Ok(Arc::new(CacheStatsTable {}))
     }
 }
 
@@ -53,10 +52,10 @@ fn schema() -> SchemaRef {
     ]))
 }
 
-#[derive(Debug)]
-struct CacheStatsTable {
-    cache: Arc<LanceSessionCache>,
-}
+/// The statistics of the Lance session of the context that plans the query
+/// (read when the query is planned).
+#[derive(Debug, Default)]
+pub(crate) struct CacheStatsTable {}
 
 type Row = (
     &'static str,
@@ -68,13 +67,13 @@ type Row = (
 );
 
 impl CacheStatsTable {
-    async fn rows(&self) -> Vec<Row> {
-        let session = self.cache.session();
+    async fn rows(cache: &LanceSessionCache) -> Vec<Row> {
+        let session = cache.session();
         let metadata = session.metadata_cache_stats().await;
         let index = session.index_cache_stats().await;
         let stores = session.store_registry().stats();
-        let opener = self.cache.opener_stats();
-        let budgets = self.cache.budgets();
+        let opener = cache.opener_stats();
+        let budgets = cache.budgets();
         let n = |v: usize| Some(v as u64);
         vec![
             (
@@ -133,12 +132,12 @@ impl TableProvider for CacheStatsTable {
 
     async fn scan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         projection: Option<&Vec<usize>>,
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let rows = self.rows().await;
+        let rows = Self::rows(&LanceSessionCache::for_config(state.config())).await;
         let column = |f: fn(&Row) -> Option<u64>| {
             Arc::new(UInt64Array::from(rows.iter().map(f).collect::<Vec<_>>()))
         };

@@ -18,27 +18,25 @@
 //! nothing); the result is one row: `versions_removed, files_removed,
 //! orphans_removed, bytes_removed`.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{TimeDelta, Utc};
-use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use chrono::TimeDelta;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{ScalarValue, plan_err};
 use datafusion::datasource::{TableProvider, TableType};
-use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
-use futures::TryStreamExt;
 
-use super::versions::dataset_named;
 use crate::error::Error;
-use crate::physical_plan::action::ActionExec;
-use crate::physical_plan::target::{oldest_in_flight, project};
-use lance_table::io::deletion::relative_deletion_file_path;
+use crate::location::TableLocation;
+use crate::physical_plan::target::project;
+use crate::physical_plan::vacuum::vacuum_schema;
+use crate::physical_plan::{LanceVacuumExec, VacuumOptions};
+use crate::table::lookup::table_or_location;
 
 /// SQL name of the vacuum function.
 pub const VACUUM_FUNCTION_NAME: &str = "lance_vacuum";
@@ -66,12 +64,6 @@ pub(crate) fn parse_duration(key: &str, value: &str) -> Result<TimeDelta, Error>
     }
 }
 
-#[derive(Debug, Clone)]
-struct VacuumOptions {
-    older_than: TimeDelta,
-    orphans_older_than: TimeDelta,
-}
-
 impl TableFunctionImpl for VacuumFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
         let mut strings = Vec::new();
@@ -95,10 +87,7 @@ impl TableFunctionImpl for VacuumFunction {
             return plan_err!("{VACUUM_FUNCTION_NAME}() needs a table name or location");
         }
         let target = strings.remove(0);
-        let mut options = VacuumOptions {
-            older_than: TimeDelta::days(7),
-            orphans_older_than: TimeDelta::days(7),
-        };
+        let mut options = VacuumOptions::default();
         for option in strings {
             match option.split_once('=') {
                 Some((k, v)) if k.trim() == "older_than" => {
@@ -119,22 +108,21 @@ impl TableFunctionImpl for VacuumFunction {
                 }
             }
         }
-        Ok(Arc::new(VacuumTable { target, options }))
+        Ok(Arc::new(VacuumTable {
+            target,
+            location: None,
+            options,
+        }))
     }
 }
 
-fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("versions_removed", DataType::UInt64, false),
-        Field::new("files_removed", DataType::UInt64, false),
-        Field::new("orphans_removed", DataType::UInt64, false),
-        Field::new("bytes_removed", DataType::UInt64, false),
-    ]))
-}
-
-struct VacuumTable {
-    target: String,
-    options: VacuumOptions,
+/// `lance_vacuum(...)` as a table: scanning it plans a [`LanceVacuumExec`].
+pub(crate) struct VacuumTable {
+    /// The table or location as the query names it.
+    pub(crate) target: String,
+    /// Where it lives, once resolved (see [`crate::resolve_lance_tables`]).
+    pub(crate) location: Option<TableLocation>,
+    pub(crate) options: VacuumOptions,
 }
 
 impl fmt::Debug for VacuumTable {
@@ -148,7 +136,7 @@ impl fmt::Debug for VacuumTable {
 #[async_trait]
 impl TableProvider for VacuumTable {
     fn schema(&self) -> SchemaRef {
-        schema()
+        vacuum_schema()
     }
 
     fn table_type(&self) -> TableType {
@@ -162,77 +150,11 @@ impl TableProvider for VacuumTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let dataset = dataset_named(state, &self.target).await?;
-        let options = self.options.clone();
-        let description = format!(
-            "lance_vacuum: uri={}, older_than={}, orphans_older_than={}",
-            crate::location::redact_uri(dataset.uri()),
-            options.older_than,
-            options.orphans_older_than
-        );
-        let action = Arc::new(ActionExec::new(description, schema(), move || {
-            let (dataset, options) = (Arc::clone(&dataset), options.clone());
-            Box::pin(async move { vacuum(&dataset, &options).await })
-        }));
-        project(action, projection)
+        let location = match &self.location {
+            Some(location) => location.clone(),
+            None => table_or_location(state, &self.target).await?,
+        };
+        let vacuum = Arc::new(LanceVacuumExec::new(location, self.options));
+        project(vacuum, projection)
     }
-}
-
-async fn vacuum(dataset: &lance::Dataset, options: &VacuumOptions) -> DFResult<RecordBatch> {
-    let err = |e| DataFusionError::from(Error::lance("vacuuming", dataset.uri(), e));
-    let stats = dataset
-        .cleanup_old_versions(options.older_than, Some(false), Some(false))
-        .await
-        .map_err(err)?;
-    // Files referenced by any remaining version: data files and deletion files.
-    let mut referenced: HashSet<String> = HashSet::new();
-    for version in dataset.versions().await.map_err(err)? {
-        let at = dataset
-            .checkout_version(version.version)
-            .await
-            .map_err(err)?;
-        for fragment in at.fragments().iter() {
-            referenced.extend(fragment.files.iter().map(|f| f.path.clone()));
-            if let Some(file) = &fragment.deletion_file {
-                let relative = relative_deletion_file_path(fragment.id, file);
-                referenced.insert(relative.rsplit('/').next().unwrap_or("").to_string());
-            }
-        }
-    }
-    let store = dataset.object_store(None).await.map_err(err)?;
-    // Never a file a statement of this process may still commit.
-    let mut cutoff = Utc::now() - options.orphans_older_than;
-    if let Some(started) = oldest_in_flight(dataset.uri()) {
-        cutoff = cutoff.min(started - TimeDelta::seconds(1));
-    }
-    let (mut orphans, mut bytes) = (0u64, stats.bytes_removed);
-    for dir in [dataset.data_dir(), dataset.deletions_dir()] {
-        let candidates: Vec<_> = store
-            .read_dir_all(&dir, Some(cutoff))
-            .try_collect()
-            .await
-            .map_err(err)?;
-        for meta in candidates {
-            let name = meta.location.filename().unwrap_or_default().to_string();
-            if referenced.contains(&name) {
-                continue;
-            }
-            store.delete(&meta.location).await.map_err(err)?;
-            orphans += 1;
-            bytes += meta.size;
-        }
-    }
-    let values = [
-        stats.old_versions,
-        stats.data_files_removed + stats.deletion_files_removed + stats.transaction_files_removed,
-        orphans,
-        bytes,
-    ];
-    Ok(RecordBatch::try_new(
-        schema(),
-        values
-            .into_iter()
-            .map(|v| Arc::new(UInt64Array::from(vec![v])) as ArrayRef)
-            .collect(),
-    )?)
 }

@@ -18,19 +18,18 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{RecordBatch, StringArray, TimestampMicrosecondArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::{ScalarValue, TableReference, plan_err};
+use datafusion::common::{ScalarValue, plan_err};
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result as DFResult};
-use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::config::VersionSpec;
 use crate::error::Error;
-use crate::location::normalize_uri;
-use crate::session::{LanceSessionCache, store_params};
-use crate::table::LanceTableProvider;
+use crate::location::TableLocation;
+use crate::session::LanceSessionCache;
+use crate::table::lookup::table_or_location;
 
 /// SQL name of the version-history function.
 pub const VERSIONS_FUNCTION_NAME: &str = "lance_versions";
@@ -51,7 +50,10 @@ impl TableFunctionImpl for VersionsFunction {
                 );
             }
         };
-        Ok(Arc::new(VersionsTable { target }))
+        Ok(Arc::new(VersionsTable {
+            target,
+            location: None,
+        }))
     }
 }
 
@@ -69,61 +71,13 @@ fn schema() -> SchemaRef {
     ]))
 }
 
+/// `lance_versions('<target>')` as a table (read when the query is planned).
 #[derive(Debug)]
-struct VersionsTable {
-    target: String,
-}
-
-/// The latest version of the dataset `target` names: a registered Lance
-/// table, else a location.
-pub(crate) async fn dataset_named(
-    state: &dyn Session,
-    target: &str,
-) -> DFResult<Arc<lance::Dataset>> {
-    let cache = LanceSessionCache::for_config(state.config());
-    if let Some(provider) = registered_lance_table(state, target).await? {
-        return Ok(cache
-            .open(
-                provider.uri(),
-                provider.store_params(),
-                &VersionSpec::Latest,
-            )
-            .await?);
-    }
-    let uri = normalize_uri(target)?;
-    match cache
-        .open(
-            &uri,
-            &store_params(&Default::default()),
-            &VersionSpec::Latest,
-        )
-        .await
-    {
-        Ok(ds) => Ok(ds),
-        Err(Error::DatasetNotFound { .. }) => {
-            plan_err!("'{target}' is neither a Lance table nor a Lance dataset location")
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The Lance table registered under `name` in `state`, if any.
-async fn registered_lance_table(
-    state: &dyn Session,
-    name: &str,
-) -> DFResult<Option<Arc<LanceTableProvider>>> {
-    let Some(state) = state.as_any().downcast_ref::<SessionState>() else {
-        return Ok(None);
-    };
-    let reference = TableReference::from(name);
-    let Ok(schema) = state.schema_for_ref(reference.clone()) else {
-        return Ok(None);
-    };
-    let Some(table) = schema.table(reference.table()).await? else {
-        return Ok(None);
-    };
-    let provider: Arc<dyn std::any::Any + Send + Sync> = table;
-    Ok(provider.downcast::<LanceTableProvider>().ok())
+pub(crate) struct VersionsTable {
+    /// The table or location as the query names it.
+    pub(crate) target: String,
+    /// Where it lives, once resolved (see [`crate::resolve_lance_tables`]).
+    pub(crate) location: Option<TableLocation>,
 }
 
 #[async_trait]
@@ -143,8 +97,20 @@ impl TableProvider for VersionsTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let ds = dataset_named(state, &self.target).await?;
-        let lance_err = |e| DataFusionError::from(Error::lance("listing versions of", ds.uri(), e));
+        let location = match &self.location {
+            Some(location) => location.clone(),
+            None => table_or_location(state, &self.target).await?,
+        };
+        let cache = LanceSessionCache::for_config(state.config());
+        let ds = cache
+            .open(
+                &location.uri,
+                &cache.params_for(&location),
+                &VersionSpec::Latest,
+            )
+            .await?;
+        let lance_err =
+            |e| DataFusionError::from(Error::lance("listing versions of", &location.uri, e));
         let versions = ds.versions().await.map_err(lance_err)?;
         let mut operations = Vec::with_capacity(versions.len());
         for v in &versions {

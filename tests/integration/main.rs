@@ -5,6 +5,7 @@
 mod fixtures;
 
 mod cli;
+mod codec;
 mod contention;
 mod differential;
 mod faults;

@@ -1,0 +1,330 @@
+//! [`LanceLogicalCodec`]: every table provider the crate creates to bytes
+//! and back, nested plans included.
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::{Constraint, Constraints, TableReference, not_impl_err};
+use datafusion::datasource::TableProvider;
+use datafusion::datasource::file_format::FileFormatFactory;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{Extension, LogicalPlan};
+use datafusion_proto::logical_plan::{
+    AsLogicalPlan, DefaultLogicalExtensionCodec, LogicalExtensionCodec,
+};
+use datafusion_proto::protobuf::LogicalPlanNode;
+use prost::Message;
+
+use super::proto::{self, provider::Table};
+use super::{
+    StoragePolicy, check_format, decode_merge_options, decode_schema, decode_snapshot,
+    decode_vacuum, encode_merge_options, encode_message, encode_schema, encode_snapshot,
+    encode_vacuum, malformed, required, storage_policy_builders,
+};
+use crate::config::{LanceTableOptions, VersionSpec, parse_storage_version};
+use crate::format::LanceFormatFactory;
+use crate::location::TableLocation;
+use crate::session::LanceSessionCache;
+use crate::table::dml::{DmlOp, LanceDmlTable};
+use crate::table::merge::LanceMergeTable;
+use crate::table::{LanceTableProvider, ProviderParts};
+use crate::udtf::cache_stats::CacheStatsTable;
+use crate::udtf::vacuum::VacuumTable;
+use crate::udtf::versions::VersionsTable;
+
+/// Marks the bytes of `STORED AS LANCE` (which has no options of its own:
+/// `COPY` carries them).
+const LANCE_FORMAT_MAGIC: &[u8] = b"datafusion-lance:format:1";
+
+/// Encodes and decodes the table providers this crate creates (see the
+/// [module docs](super)); anything else (other providers, file formats,
+/// functions) goes to DataFusion's default codec.
+#[derive(Debug, Clone, Default)]
+pub struct LanceLogicalCodec {
+    storage: StoragePolicy,
+}
+
+impl LanceLogicalCodec {
+    /// A codec that leaves storage options out of encoded plans.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    storage_policy_builders!();
+
+    fn encode_table(&self, table: &LanceTableProvider) -> DFResult<proto::Table> {
+        let ProviderParts {
+            name,
+            location,
+            options,
+            pinned,
+            resolved,
+            schema,
+            constraints,
+            row_addr,
+        } = table.parts();
+        let (version, tag) = match &options.version {
+            VersionSpec::Latest => (None, None),
+            VersionSpec::Version(v) => (Some(*v), None),
+            VersionSpec::Tag(t) => (None, Some(t.clone())),
+        };
+        let primary_key = constraints
+            .iter()
+            .flat_map(|c| c.iter())
+            .find_map(|c| match c {
+                Constraint::PrimaryKey(k) => Some(k.iter().map(|&i| i as u64).collect()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        Ok(proto::Table {
+            name,
+            location: Some(self.storage.encode_location(&location)),
+            options: Some(proto::TableOptions {
+                version,
+                tag,
+                max_rows_per_file: options.max_rows_per_file.map(|n| n as u64),
+                max_rows_per_group: options.max_rows_per_group.map(|n| n as u64),
+                data_storage_version: options.data_storage_version.map(|v| v.to_string()),
+                enable_stable_row_ids: options.enable_stable_row_ids,
+            }),
+            pinned: pinned.as_ref().map(encode_snapshot),
+            resolved: resolved.as_ref().map(encode_snapshot),
+            schema: Some(encode_schema(&schema)?),
+            primary_key,
+            row_addr,
+        })
+    }
+
+    fn decode_table(
+        &self,
+        table: Option<proto::Table>,
+        ctx: &TaskContext,
+    ) -> DFResult<Arc<LanceTableProvider>> {
+        let table = required(table, "table")?;
+        let o = required(table.options, "table options")?;
+        let location = self.storage.decode_location(table.location)?;
+        let version = match (o.version, o.tag) {
+            (None, None) => VersionSpec::Latest,
+            (Some(v), None) => VersionSpec::Version(v),
+            (None, Some(t)) => VersionSpec::Tag(t),
+            _ => return Err(malformed("a table pinned to a version and a tag")),
+        };
+        let options = LanceTableOptions {
+            version,
+            storage_options: location.storage_options.clone(),
+            max_rows_per_file: o.max_rows_per_file.map(|n| n as usize),
+            max_rows_per_group: o.max_rows_per_group.map(|n| n as usize),
+            data_storage_version: o
+                .data_storage_version
+                .map(|v| parse_storage_version("lance.data_storage_version", &v))
+                .transpose()?,
+            enable_stable_row_ids: o.enable_stable_row_ids,
+        };
+        let constraints = (!table.primary_key.is_empty()).then(|| {
+            Constraints::new_unverified(vec![Constraint::PrimaryKey(
+                table.primary_key.iter().map(|&i| i as usize).collect(),
+            )])
+        });
+        let params = LanceSessionCache::for_task(ctx).params_for(&location);
+        Ok(Arc::new(LanceTableProvider::from_parts(
+            ProviderParts {
+                name: table.name,
+                location,
+                options,
+                pinned: table.pinned.map(decode_snapshot),
+                resolved: table.resolved.map(decode_snapshot),
+                schema: decode_schema(table.schema)?,
+                constraints,
+                row_addr: table.row_addr,
+            },
+            params,
+        )))
+    }
+
+    fn encode_target(&self, name: &str, location: Option<&TableLocation>) -> proto::NamedTarget {
+        proto::NamedTarget {
+            name: name.to_string(),
+            location: location.map(|l| self.storage.encode_location(l)),
+        }
+    }
+
+    fn decode_target(
+        &self,
+        target: Option<proto::NamedTarget>,
+    ) -> DFResult<(String, Option<TableLocation>)> {
+        let target = required(target, "table function target")?;
+        let location = match target.location {
+            Some(location) => Some(self.storage.decode_location(Some(location))?),
+            None => None,
+        };
+        Ok((target.name, location))
+    }
+
+    fn encode_plan(&self, plan: &LogicalPlan) -> DFResult<LogicalPlanNode> {
+        LogicalPlanNode::try_from_logical_plan(plan, self)
+    }
+
+    fn decode_plan(
+        &self,
+        plan: Option<LogicalPlanNode>,
+        ctx: &TaskContext,
+    ) -> DFResult<LogicalPlan> {
+        required(plan, "nested plan")?.try_into_logical_plan(ctx, self)
+    }
+
+    fn encode_provider(&self, provider: &dyn TableProvider) -> DFResult<Option<Table>> {
+        if let Some(table) = provider.downcast_ref::<LanceTableProvider>() {
+            return Ok(Some(Table::Lance(self.encode_table(table)?)));
+        }
+        if let Some(dml) = provider.downcast_ref::<LanceDmlTable>() {
+            return Ok(Some(Table::Dml(proto::DmlTable {
+                op: match dml.op() {
+                    DmlOp::Delete => "delete".into(),
+                    DmlOp::Update => "update".into(),
+                },
+                target: Some(self.encode_table(dml.target())?),
+                input: Some(self.encode_plan(dml.input())?),
+            })));
+        }
+        if let Some(merge) = provider.downcast_ref::<LanceMergeTable>() {
+            return Ok(Some(Table::Merge(proto::MergeTable {
+                target_name: merge.target_name().to_string(),
+                target: merge
+                    .target_table()
+                    .map(|t| self.encode_table(t))
+                    .transpose()?,
+                source: Some(self.encode_plan(merge.source())?),
+                keys: merge.keys().to_vec(),
+                options: Some(encode_merge_options(merge.options(), self)?),
+            })));
+        }
+        if let Some(versions) = provider.downcast_ref::<VersionsTable>() {
+            return Ok(Some(Table::Versions(
+                self.encode_target(&versions.target, versions.location.as_ref()),
+            )));
+        }
+        if let Some(vacuum) = provider.downcast_ref::<VacuumTable>() {
+            return Ok(Some(Table::Vacuum(proto::VacuumTable {
+                target: Some(self.encode_target(&vacuum.target, vacuum.location.as_ref())),
+                vacuum: Some(encode_vacuum(vacuum.options)),
+            })));
+        }
+        if provider.downcast_ref::<CacheStatsTable>().is_some() {
+            return Ok(Some(Table::CacheStats(proto::Empty {})));
+        }
+        Ok(None)
+    }
+}
+
+impl LogicalExtensionCodec for LanceLogicalCodec {
+    fn try_decode(
+        &self,
+        _buf: &[u8],
+        _inputs: &[LogicalPlan],
+        _ctx: &TaskContext,
+    ) -> DFResult<Extension> {
+        not_impl_err!("LanceLogicalCodec: Lance plans have no extension nodes")
+    }
+
+    fn try_encode(&self, node: &Extension, _buf: &mut Vec<u8>) -> DFResult<()> {
+        not_impl_err!(
+            "LanceLogicalCodec cannot encode the extension node {}",
+            node.node.name()
+        )
+    }
+
+    fn try_decode_table_provider(
+        &self,
+        buf: &[u8],
+        _table_ref: &TableReference,
+        _schema: SchemaRef,
+        ctx: &TaskContext,
+    ) -> DFResult<Arc<dyn TableProvider>> {
+        let message = proto::Provider::decode(buf).map_err(malformed)?;
+        check_format(message.format)?;
+        Ok(match required(message.table, "table")? {
+            Table::Lance(table) => self.decode_table(Some(table), ctx)?,
+            Table::Dml(dml) => {
+                let op = match dml.op.as_str() {
+                    "delete" => DmlOp::Delete,
+                    "update" => DmlOp::Update,
+                    other => return Err(malformed(format!("statement '{other}'"))),
+                };
+                Arc::new(LanceDmlTable::new(
+                    op,
+                    self.decode_table(dml.target, ctx)?,
+                    self.decode_plan(dml.input, ctx)?,
+                ))
+            }
+            Table::Merge(merge) => {
+                let mut table = LanceMergeTable::new(
+                    merge.target_name,
+                    self.decode_plan(merge.source, ctx)?,
+                    merge.keys,
+                    decode_merge_options(merge.options, ctx, self)?,
+                );
+                if merge.target.is_some() {
+                    table = table.with_target(self.decode_table(merge.target, ctx)?);
+                }
+                Arc::new(table)
+            }
+            Table::Versions(target) => {
+                let (target, location) = self.decode_target(Some(target))?;
+                Arc::new(VersionsTable { target, location })
+            }
+            Table::Vacuum(vacuum) => {
+                let (target, location) = self.decode_target(vacuum.target)?;
+                Arc::new(VacuumTable {
+                    target,
+                    location,
+                    options: decode_vacuum(vacuum.vacuum)?,
+                })
+            }
+            Table::CacheStats(_) => Arc::new(CacheStatsTable::default()),
+        })
+    }
+
+    fn try_encode_table_provider(
+        &self,
+        table_ref: &TableReference,
+        node: Arc<dyn TableProvider>,
+        buf: &mut Vec<u8>,
+    ) -> DFResult<()> {
+        match self.encode_provider(node.as_ref())? {
+            Some(table) => encode_message(
+                &proto::Provider {
+                    format: proto::FORMAT,
+                    table: Some(table),
+                },
+                buf,
+            ),
+            None => Err(DataFusionError::NotImplemented(format!(
+                "LanceLogicalCodec cannot encode table '{table_ref}': not a Lance table"
+            ))),
+        }
+    }
+
+    fn try_decode_file_format(
+        &self,
+        buf: &[u8],
+        ctx: &TaskContext,
+    ) -> DFResult<Arc<dyn FileFormatFactory>> {
+        if buf == LANCE_FORMAT_MAGIC {
+            return Ok(Arc::new(LanceFormatFactory {}));
+        }
+        DefaultLogicalExtensionCodec {}.try_decode_file_format(buf, ctx)
+    }
+
+    fn try_encode_file_format(
+        &self,
+        buf: &mut Vec<u8>,
+        node: Arc<dyn FileFormatFactory>,
+    ) -> DFResult<()> {
+        if node.is::<LanceFormatFactory>() {
+            buf.extend_from_slice(LANCE_FORMAT_MAGIC);
+            return Ok(());
+        }
+        DefaultLogicalExtensionCodec {}.try_encode_file_format(buf, node)
+    }
+}

@@ -1,0 +1,245 @@
+//! [`LancePhysicalCodec`]: every Lance physical node to bytes and back.
+
+use std::sync::Arc;
+
+use datafusion::datasource::sink::DataSinkExec;
+use datafusion::error::Result as DFResult;
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion_proto::logical_plan::DefaultLogicalExtensionCodec;
+use datafusion_proto::logical_plan::from_proto::parse_expr;
+use datafusion_proto::logical_plan::to_proto::serialize_expr;
+use datafusion_proto::physical_plan::PhysicalExtensionCodec;
+use prost::Message;
+
+use super::proto::{self, physical_node::Node};
+use super::{
+    StoragePolicy, check_format, decode_kind, decode_merge_options, decode_output, decode_schema,
+    decode_snapshot, decode_vacuum, encode_kind, encode_merge_options, encode_message,
+    encode_output, encode_schema, encode_snapshot, encode_vacuum, malformed, required,
+    storage_policy_builders,
+};
+use crate::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
+use crate::physical_plan::{
+    LanceCommitExec, LanceDeleteExec, LanceMergeExec, LanceScanExec, LanceSink, LanceUpdateExec,
+    LanceVacuumExec, LanceWriteExec,
+};
+
+/// Encodes and decodes the Lance physical nodes (see the [module
+/// docs](super)). Compose it with other codecs (e.g. datafusion-proto's
+/// `ComposedPhysicalExtensionCodec`) when plans hold other extension nodes.
+#[derive(Debug, Clone, Default)]
+pub struct LancePhysicalCodec {
+    storage: StoragePolicy,
+}
+
+impl LancePhysicalCodec {
+    /// A codec that leaves storage options out of encoded plans.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    storage_policy_builders!();
+
+    fn encode_node(&self, node: &dyn ExecutionPlan) -> DFResult<Option<Node>> {
+        let s = &self.storage;
+        if let Some(scan) = node.downcast_ref::<LanceScanExec>() {
+            return Ok(Some(Node::Scan(self.encode_scan(scan)?)));
+        }
+        if let Some(write) = node.downcast_ref::<LanceWriteExec>() {
+            return Ok(Some(Node::Write(s.encode_target(write.target())?)));
+        }
+        if let Some(commit) = node.downcast_ref::<LanceCommitExec>() {
+            return Ok(Some(Node::Commit(proto::CommitNode {
+                target: Some(s.encode_target(commit.target())?),
+                kind: encode_kind(commit.kind()),
+            })));
+        }
+        if let Some(delete) = node.downcast_ref::<LanceDeleteExec>() {
+            return Ok(Some(Node::Delete(s.encode_target(delete.target())?)));
+        }
+        if let Some(update) = node.downcast_ref::<LanceUpdateExec>() {
+            return Ok(Some(Node::Update(s.encode_target(update.target())?)));
+        }
+        if let Some(merge) = node.downcast_ref::<LanceMergeExec>() {
+            return Ok(Some(Node::Merge(proto::MergeNode {
+                target: Some(s.encode_target(merge.target())?),
+                keys: merge.keys().to_vec(),
+                options: Some(encode_merge_options(
+                    merge.options(),
+                    &DefaultLogicalExtensionCodec {},
+                )?),
+                output: encode_output(merge.output()),
+            })));
+        }
+        if let Some(vacuum) = node.downcast_ref::<LanceVacuumExec>() {
+            return Ok(Some(Node::Vacuum(proto::VacuumNode {
+                location: Some(s.encode_location(vacuum.location())),
+                vacuum: Some(encode_vacuum(vacuum.options())),
+            })));
+        }
+        if let Some(sink) = node
+            .downcast_ref::<DataSinkExec>()
+            .and_then(|exec| exec.sink().downcast_ref::<LanceSink>())
+        {
+            return Ok(Some(Node::Sink(proto::CommitNode {
+                target: Some(s.encode_target(sink.target())?),
+                kind: encode_kind(sink.kind()),
+            })));
+        }
+        Ok(None)
+    }
+
+    fn encode_scan(&self, scan: &LanceScanExec) -> DFResult<proto::ScanNode> {
+        let parts = scan.parts();
+        let o = &parts.options;
+        Ok(proto::ScanNode {
+            location: Some(self.storage.encode_location(&parts.location)),
+            snapshot: Some(encode_snapshot(&parts.snapshot)),
+            groups: parts
+                .groups
+                .into_iter()
+                .zip(parts.group_rows)
+                .map(|(ids, rows)| proto::FragmentGroup {
+                    fragment_ids: ids,
+                    rows: rows.rows as u64,
+                    exact: rows.exact,
+                })
+                .collect(),
+            columns: parts.columns,
+            schema: Some(encode_schema(&parts.schema)?),
+            filter: parts
+                .filter
+                .as_ref()
+                .map(|f| serialize_expr(f, &DefaultLogicalExtensionCodec {}))
+                .transpose()?,
+            limit: parts.limit.map(|l| l as u64),
+            options: Some(proto::ScanOptions {
+                batch_size: o.batch_size as u64,
+                batch_size_bytes: o.batch_size_bytes,
+                fragment_readahead: o.fragment_readahead.map(|n| n as u64),
+                batch_readahead: o.batch_readahead.map(|n| n as u64),
+                io_buffer_size: o.io_buffer_size,
+                use_scalar_index: o.use_scalar_index,
+                row_addr: o.row_addr,
+            }),
+        })
+    }
+
+    fn decode_scan(&self, scan: proto::ScanNode, ctx: &TaskContext) -> DFResult<LanceScanExec> {
+        let options = required(scan.options, "scan options")?;
+        let (groups, group_rows) = scan
+            .groups
+            .into_iter()
+            .map(|g| {
+                let rows = GroupRows {
+                    rows: g.rows as usize,
+                    exact: g.exact,
+                };
+                (g.fragment_ids, rows)
+            })
+            .unzip();
+        Ok(LanceScanExec::from_parts(ScanParts {
+            location: self.storage.decode_location(scan.location)?,
+            snapshot: decode_snapshot(required(scan.snapshot, "snapshot")?),
+            groups,
+            group_rows,
+            columns: scan.columns,
+            schema: decode_schema(scan.schema)?,
+            filter: scan
+                .filter
+                .map(|f| parse_expr(&f, ctx, &DefaultLogicalExtensionCodec {}))
+                .transpose()?,
+            limit: scan.limit.map(|l| l as usize),
+            options: ScanOptions {
+                batch_size: options.batch_size as usize,
+                batch_size_bytes: options.batch_size_bytes,
+                fragment_readahead: options.fragment_readahead.map(|n| n as usize),
+                batch_readahead: options.batch_readahead.map(|n| n as usize),
+                io_buffer_size: options.io_buffer_size,
+                use_scalar_index: options.use_scalar_index,
+                row_addr: options.row_addr,
+            },
+        }))
+    }
+}
+
+/// The one input of a node that has one.
+fn single_input(inputs: &[Arc<dyn ExecutionPlan>], node: &str) -> DFResult<Arc<dyn ExecutionPlan>> {
+    match inputs {
+        [input] => Ok(Arc::clone(input)),
+        _ => Err(malformed(format!(
+            "{node} has one input, {} decoded",
+            inputs.len()
+        ))),
+    }
+}
+
+impl PhysicalExtensionCodec for LancePhysicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let message = proto::PhysicalNode::decode(buf).map_err(malformed)?;
+        check_format(message.format)?;
+        let s = &self.storage;
+        let input = |node| single_input(inputs, node);
+        Ok(match required(message.node, "node")? {
+            Node::Scan(scan) => Arc::new(self.decode_scan(scan, ctx)?),
+            Node::Write(target) => Arc::new(LanceWriteExec::new(
+                input("LanceWriteExec")?,
+                s.decode_target(Some(target))?,
+            )),
+            Node::Commit(commit) => Arc::new(LanceCommitExec::new(
+                input("LanceCommitExec")?,
+                s.decode_target(commit.target)?,
+                decode_kind(&commit.kind)?,
+            )),
+            Node::Delete(target) => Arc::new(LanceDeleteExec::new(
+                input("LanceDeleteExec")?,
+                s.decode_target(Some(target))?,
+            )),
+            Node::Update(target) => Arc::new(LanceUpdateExec::new(
+                input("LanceUpdateExec")?,
+                s.decode_target(Some(target))?,
+            )?),
+            Node::Merge(merge) => Arc::new(LanceMergeExec::new(
+                input("LanceMergeExec")?,
+                s.decode_target(merge.target)?,
+                merge.keys,
+                decode_merge_options(merge.options, ctx, &DefaultLogicalExtensionCodec {})?,
+                decode_output(&merge.output)?,
+            )),
+            Node::Vacuum(vacuum) => Arc::new(LanceVacuumExec::new(
+                s.decode_location(vacuum.location)?,
+                decode_vacuum(vacuum.vacuum)?,
+            )),
+            Node::Sink(sink) => Arc::new(DataSinkExec::new(
+                input("DataSinkExec")?,
+                Arc::new(LanceSink::new(
+                    s.decode_target(sink.target)?,
+                    decode_kind(&sink.kind)?,
+                )),
+                None,
+            )),
+        })
+    }
+
+    fn try_encode(&self, node: Arc<dyn ExecutionPlan>, buf: &mut Vec<u8>) -> DFResult<()> {
+        match self.encode_node(node.as_ref())? {
+            Some(node) => encode_message(
+                &proto::PhysicalNode {
+                    format: proto::FORMAT,
+                    node: Some(node),
+                },
+                buf,
+            ),
+            None => Err(datafusion::error::DataFusionError::NotImplemented(format!(
+                "LancePhysicalCodec cannot encode {}",
+                node.name()
+            ))),
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! The wire form of Lance plan nodes and providers: protobuf messages (the
+//! encoding `datafusion-proto` uses), holding DataFusion's own messages for
+//! expressions, schemas and nested plans.
+
+use std::collections::HashMap;
+
+use datafusion_proto::protobuf::{LogicalExprNode, LogicalPlanNode, Schema};
+
+/// The version of this encoding; a decoder refuses others.
+pub(crate) const FORMAT: u32 = 1;
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Location {
+    #[prost(string, tag = "1")]
+    pub uri: String,
+    /// Empty unless the encoder was told to carry storage options.
+    #[prost(map = "string, string", tag = "2")]
+    pub storage_options: HashMap<String, String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Snapshot {
+    #[prost(uint64, tag = "1")]
+    pub version: u64,
+    #[prost(string, optional, tag = "2")]
+    pub e_tag: Option<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct ScanOptions {
+    #[prost(uint64, tag = "1")]
+    pub batch_size: u64,
+    #[prost(uint64, optional, tag = "2")]
+    pub batch_size_bytes: Option<u64>,
+    #[prost(uint64, optional, tag = "3")]
+    pub fragment_readahead: Option<u64>,
+    #[prost(uint64, optional, tag = "4")]
+    pub batch_readahead: Option<u64>,
+    #[prost(uint64, optional, tag = "5")]
+    pub io_buffer_size: Option<u64>,
+    #[prost(bool, tag = "6")]
+    pub use_scalar_index: bool,
+    #[prost(bool, tag = "7")]
+    pub row_addr: bool,
+}
+
+/// The fragments one partition reads.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct FragmentGroup {
+    #[prost(uint64, repeated, tag = "1")]
+    pub fragment_ids: Vec<u64>,
+    #[prost(uint64, tag = "2")]
+    pub rows: u64,
+    #[prost(bool, tag = "3")]
+    pub exact: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct ScanNode {
+    #[prost(message, optional, tag = "1")]
+    pub location: Option<Location>,
+    #[prost(message, optional, tag = "2")]
+    pub snapshot: Option<Snapshot>,
+    #[prost(message, repeated, tag = "3")]
+    pub groups: Vec<FragmentGroup>,
+    #[prost(string, repeated, tag = "4")]
+    pub columns: Vec<String>,
+    #[prost(message, optional, tag = "5")]
+    pub schema: Option<Schema>,
+    #[prost(message, optional, tag = "6")]
+    pub filter: Option<LogicalExprNode>,
+    #[prost(uint64, optional, tag = "7")]
+    pub limit: Option<u64>,
+    #[prost(message, optional, tag = "8")]
+    pub options: Option<ScanOptions>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct WriteOptions {
+    #[prost(uint64, tag = "1")]
+    pub max_rows_per_file: u64,
+    #[prost(uint64, tag = "2")]
+    pub max_rows_per_group: u64,
+    #[prost(string, tag = "3")]
+    pub storage_version: String,
+    #[prost(bool, tag = "4")]
+    pub stable_row_ids: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct WriteTarget {
+    #[prost(string, tag = "1")]
+    pub table: String,
+    #[prost(message, optional, tag = "2")]
+    pub location: Option<Location>,
+    #[prost(message, optional, tag = "3")]
+    pub read: Option<Snapshot>,
+    #[prost(message, optional, tag = "4")]
+    pub schema: Option<Schema>,
+    #[prost(message, optional, tag = "5")]
+    pub options: Option<WriteOptions>,
+    #[prost(uint32, tag = "6")]
+    pub commit_max_retries: u32,
+    #[prost(uint64, tag = "7")]
+    pub commit_retry_timeout_ms: u64,
+}
+
+/// A write target and how its fragments are committed (commit nodes, sinks).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct CommitNode {
+    #[prost(message, optional, tag = "1")]
+    pub target: Option<WriteTarget>,
+    #[prost(string, tag = "2")]
+    pub kind: String,
+}
+
+/// A merge condition: SQL text not planned yet, or a planned expression.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Condition {
+    #[prost(string, optional, tag = "1")]
+    pub sql: Option<String>,
+    #[prost(message, optional, tag = "2")]
+    pub expr: Option<LogicalExprNode>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct MergeOptions {
+    #[prost(string, tag = "1")]
+    pub when_matched: String,
+    #[prost(message, optional, tag = "2")]
+    pub when_matched_condition: Option<Condition>,
+    #[prost(string, tag = "3")]
+    pub when_not_matched: String,
+    #[prost(string, tag = "4")]
+    pub when_not_matched_by_source: String,
+    #[prost(message, optional, tag = "5")]
+    pub when_not_matched_by_source_condition: Option<Condition>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct MergeNode {
+    #[prost(message, optional, tag = "1")]
+    pub target: Option<WriteTarget>,
+    #[prost(string, repeated, tag = "2")]
+    pub keys: Vec<String>,
+    #[prost(message, optional, tag = "3")]
+    pub options: Option<MergeOptions>,
+    #[prost(string, tag = "4")]
+    pub output: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Vacuum {
+    #[prost(int64, tag = "1")]
+    pub older_than_seconds: i64,
+    #[prost(int64, tag = "2")]
+    pub orphans_older_than_seconds: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct VacuumNode {
+    #[prost(message, optional, tag = "1")]
+    pub location: Option<Location>,
+    #[prost(message, optional, tag = "2")]
+    pub vacuum: Option<Vacuum>,
+}
+
+/// One Lance physical node (its inputs travel as DataFusion's).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct PhysicalNode {
+    #[prost(uint32, tag = "1")]
+    pub format: u32,
+    #[prost(oneof = "physical_node::Node", tags = "2, 3, 4, 5, 6, 7, 8, 9")]
+    pub node: Option<physical_node::Node>,
+}
+
+pub(crate) mod physical_node {
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    #[expect(clippy::large_enum_variant, reason = "one per encoded node, never stored")]
+    pub(crate) enum Node {
+        #[prost(message, tag = "2")]
+        Scan(super::ScanNode),
+        #[prost(message, tag = "3")]
+        Write(super::WriteTarget),
+        #[prost(message, tag = "4")]
+        Commit(super::CommitNode),
+        #[prost(message, tag = "5")]
+        Delete(super::WriteTarget),
+        #[prost(message, tag = "6")]
+        Update(super::WriteTarget),
+        #[prost(message, tag = "7")]
+        Merge(super::MergeNode),
+        #[prost(message, tag = "8")]
+        Vacuum(super::VacuumNode),
+        #[prost(message, tag = "9")]
+        Sink(super::CommitNode),
+    }
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct TableOptions {
+    #[prost(uint64, optional, tag = "1")]
+    pub version: Option<u64>,
+    #[prost(string, optional, tag = "2")]
+    pub tag: Option<String>,
+    #[prost(uint64, optional, tag = "3")]
+    pub max_rows_per_file: Option<u64>,
+    #[prost(uint64, optional, tag = "4")]
+    pub max_rows_per_group: Option<u64>,
+    #[prost(string, optional, tag = "5")]
+    pub data_storage_version: Option<String>,
+    #[prost(bool, optional, tag = "6")]
+    pub enable_stable_row_ids: Option<bool>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Table {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub location: Option<Location>,
+    #[prost(message, optional, tag = "3")]
+    pub options: Option<TableOptions>,
+    #[prost(message, optional, tag = "4")]
+    pub pinned: Option<Snapshot>,
+    #[prost(message, optional, tag = "5")]
+    pub resolved: Option<Snapshot>,
+    #[prost(message, optional, tag = "6")]
+    pub schema: Option<Schema>,
+    #[prost(uint64, repeated, tag = "7")]
+    pub primary_key: Vec<u64>,
+    #[prost(bool, tag = "8")]
+    pub row_addr: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct DmlTable {
+    #[prost(string, tag = "1")]
+    pub op: String,
+    #[prost(message, optional, tag = "2")]
+    pub target: Option<Table>,
+    #[prost(message, optional, tag = "3")]
+    pub input: Option<LogicalPlanNode>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct MergeTable {
+    #[prost(string, tag = "1")]
+    pub target_name: String,
+    #[prost(message, optional, tag = "2")]
+    pub target: Option<Table>,
+    #[prost(message, optional, tag = "3")]
+    pub source: Option<LogicalPlanNode>,
+    #[prost(string, repeated, tag = "4")]
+    pub keys: Vec<String>,
+    #[prost(message, optional, tag = "5")]
+    pub options: Option<MergeOptions>,
+}
+
+/// A table function's target: as named, and where it was resolved to.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct NamedTarget {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub location: Option<Location>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct VacuumTable {
+    #[prost(message, optional, tag = "1")]
+    pub target: Option<NamedTarget>,
+    #[prost(message, optional, tag = "2")]
+    pub vacuum: Option<Vacuum>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Empty {}
+
+/// One provider this crate creates.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Provider {
+    #[prost(uint32, tag = "1")]
+    pub format: u32,
+    #[prost(oneof = "provider::Table", tags = "2, 3, 4, 5, 6, 7")]
+    pub table: Option<provider::Table>,
+}
+
+pub(crate) mod provider {
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    #[expect(clippy::large_enum_variant, reason = "one per encoded table, never stored")]
+    pub(crate) enum Table {
+        #[prost(message, tag = "2")]
+        Lance(super::Table),
+        #[prost(message, tag = "3")]
+        Dml(super::DmlTable),
+        #[prost(message, tag = "4")]
+        Merge(super::MergeTable),
+        #[prost(message, tag = "5")]
+        Versions(super::NamedTarget),
+        #[prost(message, tag = "6")]
+        Vacuum(super::VacuumTable),
+        #[prost(message, tag = "7")]
+        CacheStats(super::Empty),
+    }
+}

@@ -1,0 +1,211 @@
+//! [`LanceVacuumExec`]: removes old versions and unreferenced files of a
+//! table when executed (planning, and so `EXPLAIN`, does nothing).
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use chrono::{TimeDelta, Utc};
+use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::internal_err;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::TryStreamExt;
+use lance_table::io::deletion::relative_deletion_file_path;
+
+use super::in_flight::oldest_in_flight;
+use super::target::one_row_properties;
+use crate::config::VersionSpec;
+use crate::error::Error;
+use crate::location::TableLocation;
+use crate::session::LanceSessionCache;
+
+/// What a vacuum removes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VacuumOptions {
+    /// Versions older than this are removed (the latest and tagged versions
+    /// are always kept).
+    pub older_than: TimeDelta,
+    /// Files no version references are removed when last modified longer
+    /// ago than this.
+    pub orphans_older_than: TimeDelta,
+}
+
+impl Default for VacuumOptions {
+    /// A week for both (Lance's own threshold for unreferenced files).
+    fn default() -> Self {
+        Self {
+            older_than: TimeDelta::days(7),
+            orphans_older_than: TimeDelta::days(7),
+        }
+    }
+}
+
+/// The schema of a vacuum's one-row report.
+pub(crate) fn vacuum_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("versions_removed", DataType::UInt64, false),
+        Field::new("files_removed", DataType::UInt64, false),
+        Field::new("orphans_removed", DataType::UInt64, false),
+        Field::new("bytes_removed", DataType::UInt64, false),
+    ]))
+}
+
+/// `lance_vacuum(...)`: when executed, removes the versions of a table older
+/// than `older_than` with the files only they referenced (Lance's
+/// `cleanup_old_versions`), then the data and deletion files no remaining
+/// version references that are older than `orphans_older_than` — never one
+/// a statement of this process that is still running may commit. Returns
+/// one row: `versions_removed, files_removed, orphans_removed,
+/// bytes_removed`.
+#[derive(Debug)]
+pub struct LanceVacuumExec {
+    location: TableLocation,
+    options: VacuumOptions,
+    properties: Arc<PlanProperties>,
+}
+
+impl LanceVacuumExec {
+    /// Vacuums the table at `location`.
+    pub fn new(location: TableLocation, options: VacuumOptions) -> Self {
+        Self {
+            location,
+            options,
+            properties: one_row_properties(vacuum_schema()),
+        }
+    }
+
+    /// Where the table lives.
+    pub fn location(&self) -> &TableLocation {
+        &self.location
+    }
+
+    /// What the vacuum removes.
+    pub fn options(&self) -> VacuumOptions {
+        self.options
+    }
+}
+
+impl DisplayAs for LanceVacuumExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "LanceVacuumExec: uri={}, older_than={}, orphans_older_than={}",
+            self.location.display_uri, self.options.older_than, self.options.orphans_older_than
+        )
+    }
+}
+
+impl ExecutionPlan for LanceVacuumExec {
+    fn name(&self) -> &str {
+        "LanceVacuumExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            internal_err!("LanceVacuumExec has no children")
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return internal_err!("LanceVacuumExec has one partition, {partition} requested");
+        }
+        let (location, options) = (self.location.clone(), self.options);
+        let fut = async move {
+            let cache = LanceSessionCache::for_task(&context);
+            let params = cache.params_for(&location);
+            let dataset = cache
+                .open(&location.uri, &params, &VersionSpec::Latest)
+                .await?;
+            vacuum(&dataset, &location, &options).await
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            vacuum_schema(),
+            futures::stream::once(fut),
+        )))
+    }
+}
+
+async fn vacuum(
+    dataset: &lance::Dataset,
+    location: &TableLocation,
+    options: &VacuumOptions,
+) -> DFResult<RecordBatch> {
+    let err = |e| DataFusionError::from(Error::lance("vacuuming", &location.uri, e));
+    let stats = dataset
+        .cleanup_old_versions(options.older_than, Some(false), Some(false))
+        .await
+        .map_err(err)?;
+    // Files referenced by any remaining version: data files and deletion files.
+    let mut referenced: HashSet<String> = HashSet::new();
+    for version in dataset.versions().await.map_err(err)? {
+        let at = dataset
+            .checkout_version(version.version)
+            .await
+            .map_err(err)?;
+        for fragment in at.fragments().iter() {
+            referenced.extend(fragment.files.iter().map(|f| f.path.clone()));
+            if let Some(file) = &fragment.deletion_file {
+                let relative = relative_deletion_file_path(fragment.id, file);
+                referenced.insert(relative.rsplit('/').next().unwrap_or("").to_string());
+            }
+        }
+    }
+    let store = dataset.object_store(None).await.map_err(err)?;
+    // Never a file a statement of this process may still commit.
+    let mut cutoff = Utc::now() - options.orphans_older_than;
+    if let Some(started) = oldest_in_flight(&location.uri) {
+        cutoff = cutoff.min(started - TimeDelta::seconds(1));
+    }
+    let (mut orphans, mut bytes) = (0u64, stats.bytes_removed);
+    for dir in [dataset.data_dir(), dataset.deletions_dir()] {
+        let candidates: Vec<_> = store
+            .read_dir_all(&dir, Some(cutoff))
+            .try_collect()
+            .await
+            .map_err(err)?;
+        for meta in candidates {
+            let name = meta.location.filename().unwrap_or_default().to_string();
+            if referenced.contains(&name) {
+                continue;
+            }
+            store.delete(&meta.location).await.map_err(err)?;
+            orphans += 1;
+            bytes += meta.size;
+        }
+    }
+    let values = [
+        stats.old_versions,
+        stats.data_files_removed + stats.deletion_files_removed + stats.transaction_files_removed,
+        orphans,
+        bytes,
+    ];
+    Ok(RecordBatch::try_new(
+        vacuum_schema(),
+        values
+            .into_iter()
+            .map(|v| Arc::new(UInt64Array::from(vec![v])) as ArrayRef)
+            .collect(),
+    )?)
+}
