@@ -176,7 +176,10 @@ pub(crate) struct PhysicalNode {
 
 pub(crate) mod physical_node {
     #[derive(Clone, PartialEq, prost::Oneof)]
-    #[expect(clippy::large_enum_variant, reason = "one per encoded node, never stored")]
+    #[expect(
+        clippy::large_enum_variant,
+        reason = "one per encoded node, never stored"
+    )]
     pub(crate) enum Node {
         #[prost(message, tag = "2")]
         Scan(super::ScanNode),
@@ -288,7 +291,10 @@ pub(crate) struct Provider {
 
 pub(crate) mod provider {
     #[derive(Clone, PartialEq, prost::Oneof)]
-    #[expect(clippy::large_enum_variant, reason = "one per encoded table, never stored")]
+    #[expect(
+        clippy::large_enum_variant,
+        reason = "one per encoded table, never stored"
+    )]
     pub(crate) enum Table {
         #[prost(message, tag = "2")]
         Lance(super::Table),
