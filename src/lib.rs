@@ -1,53 +1,16 @@
-//! Lance datasets as first-class SQL tables in [Apache DataFusion].
-//!
-//! [Apache DataFusion]: https://datafusion.apache.org
-//!
-//! # Quick start
-//!
-//! ```no_run
-//! # async fn example() -> datafusion::error::Result<()> {
-//! use datafusion::prelude::SessionContext;
-//!
-//! let ctx = SessionContext::new();
-//! datafusion_lance::register_lance(&ctx)?;
-//! ctx.sql("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '/data/t.lance'")
-//!     .await?;
-//! ctx.sql("SELECT count(*) FROM t WHERE id > 10").await?.show().await?;
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! # What you get
-//!
-//! * **Reads** through [`LanceTableProvider`]: each query pins one table
-//!   version at planning time and every partition reads it; fragments are
-//!   split into row-balanced groups, one per partition; projection, filters
-//!   (those Lance evaluates exactly like DataFusion) and limits are pushed
-//!   into the Lance scan; exact row counts answer `count(*)` from metadata.
-//! * **DDL**: `CREATE EXTERNAL TABLE ... STORED AS LANCE LOCATION ... OPTIONS
-//!   ('lance.version' '3')` through [`LanceTableProviderFactory`].
-//! * **One Lance session per process** ([`LanceSessionCache`]): manifests are
-//!   cached once however many contexts open a table; concurrent cold opens
-//!   load each version once. `SELECT * FROM lance_cache_stats()` shows it.
-//! * **Settings** (`SET lance.batch_size = 4096`, ...): [`LanceConfig`].
-//!
-//! # Errors
-//!
-//! Fallible functions return [`Result`] with the crate's [`Error`]; it
-//! converts into [`DataFusionError`](datafusion::error::DataFusionError)
-//! keeping Lance errors as downcastable sources.
+#![doc = include_str!("tour.md")]
 
-pub mod catalog;
+mod catalog;
 pub mod codec;
-pub mod config;
-pub mod error;
-pub mod format;
-pub mod location;
+mod config;
+mod error;
+mod format;
+mod location;
 pub mod physical_plan;
-pub mod planner;
-pub mod session;
-pub mod table;
-pub mod udtf;
+mod planner;
+mod session;
+mod table;
+mod udtf;
 
 use std::sync::Arc;
 
@@ -59,19 +22,28 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 pub use catalog::{LanceUrlTableFactory, enable_lance_url_tables};
 pub use codec::{LanceLogicalCodec, LancePhysicalCodec};
 pub use config::{
-    CacheBudgets, CommitBudget, FilterPushdown, LanceConfig, LanceTableOptions, VersionSpec,
+    CacheBudgets, CommitBudget, DEFAULT_COMMIT_MAX_RETRIES, DEFAULT_COMMIT_RETRY_TIMEOUT_MS,
+    DEFAULT_STORAGE_VERSION, FilterPushdown, INDEX_CACHE_ENV, LanceConfig, LanceTableOptions,
+    METADATA_CACHE_ENV, VersionSpec,
 };
 pub use error::{Error, Result};
-pub use location::{normalize_uri, redact_uri};
+pub use format::{LanceFormat, LanceFormatFactory};
+pub use location::{InvalidLocation, Snapshot, TableLocation, normalize_uri, redact_uri};
 pub use physical_plan::merge_options::{
     MERGE_FUNCTION_NAME, MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched,
     WhenNotMatchedBySource,
 };
 pub use physical_plan::{LanceScanExec, LanceSink};
-pub use planner::resolve_lance_tables;
-pub use session::LanceSessionCache;
+pub use planner::merge_into::plan_merge_sql;
+pub use planner::{LanceQueryPlanner, resolve_lance_tables};
+pub use session::{
+    LanceSessionCache, OpenerStats, SHARE_SESSION_ENV, session_sharing_disabled, store_params,
+};
 pub use table::{LanceTableProvider, LanceTableProviderBuilder, LanceTableProviderFactory};
-pub use udtf::{CacheStatsFunction, VersionsFunction};
+pub use udtf::{
+    CACHE_STATS_FUNCTION_NAME, CacheStatsFunction, VACUUM_FUNCTION_NAME, VERSIONS_FUNCTION_NAME,
+    VacuumFunction, VersionsFunction,
+};
 
 /// The `STORED AS` name of Lance tables.
 pub const LANCE_FORMAT: &str = "LANCE";
@@ -105,23 +77,20 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         ctx.register_relation_planner(Arc::new(planner::VersionClauseGuard::default()))?;
     }
     ctx.register_udtf(
-        udtf::CACHE_STATS_FUNCTION_NAME,
+        CACHE_STATS_FUNCTION_NAME,
         Arc::new(CacheStatsFunction::default()),
     );
     ctx.register_udtf(
-        udtf::VERSIONS_FUNCTION_NAME,
+        VERSIONS_FUNCTION_NAME,
         Arc::new(VersionsFunction::default()),
     );
-    ctx.register_udtf(
-        udtf::VACUUM_FUNCTION_NAME,
-        Arc::new(udtf::VacuumFunction::default()),
-    );
+    ctx.register_udtf(VACUUM_FUNCTION_NAME, Arc::new(VacuumFunction::default()));
     Ok(())
 }
 
 fn register_on_state(state: &mut SessionState) {
     // Cannot fail with overwrite = true.
-    let _ = state.register_file_format(Arc::new(format::LanceFormatFactory::default()), true);
+    let _ = state.register_file_format(Arc::new(LanceFormatFactory::default()), true);
     state.table_factories_mut().insert(
         LANCE_FORMAT.to_string(),
         Arc::new(LanceTableProviderFactory::new()),
@@ -179,7 +148,7 @@ impl LanceSessionContextExt for SessionContext {
         sql: &str,
     ) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
         let state = self.state();
-        match planner::merge_into::plan_merge_sql(&state, sql).await? {
+        match plan_merge_sql(&state, sql).await? {
             Some(plan) => self.execute_logical_plan(plan).await,
             None => self.sql(sql).await,
         }

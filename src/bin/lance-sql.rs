@@ -208,7 +208,7 @@ async fn merge_plan(
     ctx: &SessionContext,
     sql: &str,
 ) -> Result<Option<datafusion::logical_expr::LogicalPlan>> {
-    datafusion_lance::planner::merge_into::plan_merge_sql(&ctx.state(), sql).await
+    datafusion_lance::plan_merge_sql(&ctx.state(), sql).await
 }
 
 /// Executes a planned statement and prints its rows like datafusion-cli.

@@ -29,7 +29,7 @@ pub use settings::{
 pub use table_options::{LanceTableOptions, VersionSpec};
 
 /// The namespace of every setting and table option of this crate.
-pub const PREFIX: &str = "lance";
+pub(crate) const PREFIX: &str = "lance";
 
 pub(crate) fn parse<T: FromStr>(key: &str, value: &str, what: &str) -> Result<T> {
     value

@@ -5,24 +5,24 @@
 //! [`LanceCommitExec`] (one partition) commits all of them in one transaction.
 //! No in-process state connects the two, so the plan can be distributed.
 
-pub mod commit;
-pub mod delete;
+pub(crate) mod commit;
+pub(crate) mod delete;
 pub(crate) mod in_flight;
-pub mod merge;
-pub mod merge_options;
+pub(crate) mod merge;
+pub(crate) mod merge_options;
 pub(crate) mod rows;
-pub mod scan;
-pub mod sink;
-pub mod target;
+pub(crate) mod scan;
+pub(crate) mod sink;
+pub(crate) mod target;
 pub(crate) mod transaction;
-pub mod update;
-pub mod vacuum;
-pub mod write;
+pub(crate) mod update;
+pub(crate) mod vacuum;
+pub(crate) mod write;
 
 pub use commit::LanceCommitExec;
 pub use delete::LanceDeleteExec;
 pub use merge::LanceMergeExec;
-pub use scan::LanceScanExec;
+pub use scan::{GroupRows, LanceScanExec, ScanOptions, ScanParts};
 pub use sink::LanceSink;
 pub use target::{CommitKind, WriteOptions, WriteTarget};
 pub use update::LanceUpdateExec;

@@ -84,7 +84,7 @@ impl WriteOptions {
 /// The table a write statement targets, as plan data: where it lives, the
 /// version the statement read, its schema and the statement's write options.
 /// No handle: a task opens what it needs through its process's Lance session
-/// ([`WriteTarget::open`]).
+/// when it runs.
 #[derive(Clone)]
 pub struct WriteTarget {
     /// Table name (or location) for messages.

@@ -29,7 +29,7 @@ use crate::table::{LanceTableProvider, ROW_ADDR};
 
 /// Rewrites `DELETE`/`UPDATE` on Lance tables (see the module docs).
 #[derive(Debug, Default)]
-pub struct LanceDmlRewrite {}
+pub(crate) struct LanceDmlRewrite {}
 
 impl AnalyzerRule for LanceDmlRewrite {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DFResult<LogicalPlan> {

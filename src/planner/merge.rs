@@ -27,7 +27,7 @@ use crate::table::merge::{LanceMergeTable, MERGE_FUNCTION_NAME, MergeOptions};
 
 /// Plans `lance_merge(...)` table references.
 #[derive(Debug, Default)]
-pub struct LanceMergePlanner {}
+pub(crate) struct LanceMergePlanner {}
 
 impl RelationPlanner for LanceMergePlanner {
     fn plan_relation(

@@ -135,7 +135,7 @@ impl PartialEq for Written {
 type Columns = Vec<Written>;
 
 /// Plans a `MERGE INTO` statement on a Lance table (see the module docs).
-pub async fn plan_merge_into(state: &SessionState, merge: &Merge) -> DFResult<LogicalPlan> {
+pub(crate) async fn plan_merge_into(state: &SessionState, merge: &Merge) -> DFResult<LogicalPlan> {
     let normalize = state.config_options().sql_parser.enable_ident_normalization;
     let idents = IdentNormalizer::new(normalize);
     let TableFactor::Table {

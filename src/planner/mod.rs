@@ -2,13 +2,13 @@
 
 pub(crate) mod dml;
 pub(crate) mod merge;
-pub mod merge_into;
+pub(crate) mod merge_into;
 pub(crate) mod snapshot;
 pub(crate) mod vector_check;
 pub(crate) mod version_clause;
 
-pub use dml::LanceDmlRewrite;
-pub use merge::LanceMergePlanner;
+pub(crate) use dml::LanceDmlRewrite;
+pub(crate) use merge::LanceMergePlanner;
 pub use snapshot::{LanceQueryPlanner, resolve_lance_tables};
-pub use vector_check::VectorDimensionCheck;
-pub use version_clause::VersionClauseGuard;
+pub(crate) use vector_check::VectorDimensionCheck;
+pub(crate) use version_clause::VersionClauseGuard;

@@ -14,7 +14,7 @@ use datafusion::optimizer::AnalyzerRule;
 /// Checks the dimension of literal vectors inserted into fixed-size-list
 /// columns (`INSERT INTO t VALUES (1, [0.1, 0.2])`).
 #[derive(Debug, Default)]
-pub struct VectorDimensionCheck {}
+pub(crate) struct VectorDimensionCheck {}
 
 impl AnalyzerRule for VectorDimensionCheck {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DFResult<LogicalPlan> {

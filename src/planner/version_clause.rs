@@ -18,7 +18,7 @@ use datafusion::sql::sqlparser::ast::TableFactor;
 
 /// Rejects table references that carry a version or timestamp clause.
 #[derive(Debug, Default)]
-pub struct VersionClauseGuard {}
+pub(crate) struct VersionClauseGuard {}
 
 impl RelationPlanner for VersionClauseGuard {
     fn plan_relation(

@@ -12,12 +12,12 @@ use datafusion::logical_expr::dml::InsertOp;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
 use datafusion::prelude::SessionContext;
-use datafusion_lance::location::{Snapshot, TableLocation};
-use datafusion_lance::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
+use datafusion_lance::physical_plan::{GroupRows, ScanOptions, ScanParts};
 use datafusion_lance::{
     LanceLogicalCodec, LancePhysicalCodec, LanceScanExec, LanceSessionContextExt,
     LanceTableProvider, resolve_lance_tables,
 };
+use datafusion_lance::{Snapshot, TableLocation};
 use datafusion_proto::bytes::{
     logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
     physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,

@@ -10,10 +10,10 @@ use tokio::sync::Barrier;
 
 use crate::fixtures::{numbers_batch, params, write};
 use crate::util::{context, dataset_path, ints, private_cache};
-use datafusion_lance::config::VersionSpec;
+use datafusion_lance::VersionSpec;
 use datafusion_lance::normalize_uri;
-use datafusion_lance::session::{session_sharing_disabled, store_params};
 use datafusion_lance::{LanceSessionCache, LanceTableProvider};
+use datafusion_lance::{session_sharing_disabled, store_params};
 
 async fn register(ctx: &SessionContext, uri: &str) {
     ctx.sql(&format!(
