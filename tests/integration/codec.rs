@@ -25,7 +25,7 @@ use datafusion_proto::bytes::{
 use tempfile::TempDir;
 
 use crate::fixtures;
-use crate::util::{context, dataset_path, ints, private_cache, sorted_rows, sql};
+use crate::support::{context, dataset_path, ints, private_cache, sorted_rows, sql};
 
 /// Two identical tables `a` and `b` (and `pa`/`pb` with a primary key),
 /// registered on `origin`; `worker` has its own Lance session and no tables.

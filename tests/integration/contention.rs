@@ -11,9 +11,9 @@ use datafusion::prelude::SessionContext;
 use datafusion_lance::LanceTableProvider;
 use lance::dataset::WriteMode;
 
-use crate::faults::FaultInjector;
 use crate::fixtures::{numbers_batch, params, write};
-use crate::util::{append_elsewhere, context, dataset_path, ints, private_cache};
+use crate::support::faults::FaultInjector;
+use crate::support::{append_elsewhere, context, dataset_path, ints, private_cache};
 
 /// `t` (400 numbers rows) registered through `faults`; every commit attempt
 /// of a statement on `t` loses to another process's append, `conflicts`

@@ -15,7 +15,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::fixtures::{numbers, numbers_batch, numbers_schema};
-use crate::util::{Agreement, context, dataset_path, private_cache, try_rows};
+use crate::support::{Agreement, context, dataset_path, private_cache, try_rows};
 
 const SEED: u64 = 0x1a2c_e5d1;
 const QUERIES_PER_PARTITIONING: usize = 160;
@@ -247,7 +247,7 @@ pub(crate) async fn selective(ctx: &datafusion::prelude::SessionContext, sql: St
     };
     let oracle = format!("{head} WHERE {predicate}{tail}").replace(" FROM t", " FROM m");
     match try_rows(ctx, &oracle).await {
-        Ok(rows) if crate::util::selects_rows(&rows) => sql,
+        Ok(rows) if crate::support::selects_rows(&rows) => sql,
         _ => format!("{head} WHERE ({predicate}) IS NOT TRUE{tail}"),
     }
 }

@@ -15,8 +15,8 @@ use rand::{Rng, SeedableRng};
 
 use crate::differential::{atom, oracle_rows};
 use crate::fixtures::{numbers, numbers_schema};
-use crate::reliability::nightly;
-use crate::util::{Agreement, context, dataset_path, private_cache, try_rows};
+use crate::support::nightly;
+use crate::support::{Agreement, context, dataset_path, private_cache, try_rows};
 
 #[derive(Clone, Debug)]
 enum Pred {

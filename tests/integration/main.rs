@@ -1,21 +1,24 @@
 //! Integration tests: what SQL alone cannot reach (concurrency, process-level
-//! state, the CLI binary, large generated query sets). One test binary.
+//! state, faults, the CLI binary, plans shipped between contexts, large
+//! generated query sets). One test binary; one file per theme, shared
+//! helpers in `support` (and the fixtures the sqllogictests use too).
 
 #[path = "../common/fixtures.rs"]
 mod fixtures;
+mod support;
 
 mod cli;
 mod codec;
+mod concurrency;
 mod contention;
 mod differential;
-mod faults;
 mod fuzz;
 mod index_pushdown;
 mod merges;
-mod reliability;
+mod read_faults;
 mod scans;
+mod secrets;
 mod session;
 mod snapshot;
-mod util;
 mod write_faults;
 mod writes;

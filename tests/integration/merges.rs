@@ -10,7 +10,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Barrier;
 
-use crate::util::{context, dataset_path, ints, private_cache, sorted_rows};
+use crate::support::{context, dataset_path, ints, private_cache, sorted_rows};
 
 async fn run(ctx: &SessionContext, sql: &str) {
     ctx.sql(sql)

@@ -2,13 +2,16 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::Float64Array;
+use datafusion::arrow::array::{Array, BinaryArray};
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use futures::TryStreamExt;
 use lance::dataset::WriteMode;
 
 use crate::fixtures::{params, write};
-use crate::util::{context, dataset_path, private_cache};
+use crate::support::{context, dataset_path, private_cache};
+use crate::support::{ints, ok, sql};
 
 /// The most bytes per scanned batch the automatic batch size promises.
 const MAX_BATCH_BYTES: usize = 2 * 1024 * 1024;
@@ -69,4 +72,110 @@ async fn the_automatic_batch_size_follows_string_lengths() {
             "{name}: {most_rows} rows per batch"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edge_values_round_trip_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, i BIGINT, f DOUBLE, s VARCHAR, b BYTEA, \
+             ts TIMESTAMP, d DECIMAL(38, 10), l BIGINT[], st STRUCT<a INT, inner STRUCT<x VARCHAR>>, \
+             emb FLOAT[3], allnull INT) STORED AS LANCE LOCATION '{uri}'"
+        ),
+    )
+    .await;
+    let big = "ab".repeat(256 * 1024); // 256 KiB once decoded
+    ok(
+        &ctx,
+        &format!(
+            "INSERT INTO t VALUES \
+             (1, -9223372036854775808, -0.0, 'nul' || chr(0) || ' and ''quotes'' \"dq\"', X'00FF', \
+              TIMESTAMP '1677-09-21T00:12:43.145224192', \
+              CAST('9999999999999999999999999999.9999999999' AS DECIMAL(38, 10)), \
+              [], named_struct('a', 1, 'inner', named_struct('x', 'deep')), [0.5, -0.0, 1e30], NULL), \
+             (2, 9223372036854775807, 0.0, '', decode('{big}', 'hex'), \
+              TIMESTAMP '2262-04-11T23:47:16.854775807', \
+              CAST('-9999999999999999999999999999.9999999999' AS DECIMAL(38, 10)), \
+              [NULL, 1], NULL, NULL, NULL), \
+             (3, NULL, 'NaN', NULL, NULL, NULL, 0, NULL, named_struct('a', CAST(NULL AS INT), 'inner', CAST(NULL AS STRUCT<x VARCHAR>)), [1, 2, 3], NULL), \
+             (4, 0, 'inf', 'x', X'', NULL, NULL, [-1], NULL, NULL, NULL), \
+             (5, 0, '-inf', 'x', NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+        ),
+    )
+    .await;
+    let rows = crate::support::sorted_rows(
+        &sql(&ctx, "SELECT id, i, s, ts, d, l, st, emb, allnull FROM t")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        rows,
+        vec![
+            "1|-9223372036854775808|nul\0 and 'quotes' \"dq\"|1677-09-21T00:12:43.145224192|9999999999999999999999999999.9999999999|[]|{a: 1, inner: {x: deep}}|[0.5, -0.0, 1e30]|NULL".to_string(),
+            "2|9223372036854775807||2262-04-11T23:47:16.854775807|-9999999999999999999999999999.9999999999|[NULL, 1]|NULL|NULL|NULL".to_string(),
+            "3|NULL|NULL|NULL|0.0000000000|NULL|{a: NULL, inner: NULL}|[1.0, 2.0, 3.0]|NULL".to_string(),
+            "4|0|x|NULL|NULL|[-1]|NULL|NULL|NULL".to_string(),
+            "5|0|x|NULL|NULL|NULL|NULL|NULL|NULL".to_string(),
+        ]
+    );
+    // binary values byte for byte, a 256 KiB one included
+    let batches = sql(&ctx, "SELECT b FROM t ORDER BY id").await.unwrap();
+    let b: Vec<Option<Vec<u8>>> = batches
+        .iter()
+        .flat_map(|batch| {
+            let a = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<BinaryArray>()
+                .unwrap();
+            (0..a.len())
+                .map(|i| (!a.is_null(i)).then(|| a.value(i).to_vec()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(b[0].as_deref(), Some(&[0x00u8, 0xff][..]));
+    assert_eq!(b[1].as_deref(), Some(&vec![0xabu8; 256 * 1024][..]));
+    assert_eq!(b[2], None);
+    assert_eq!(b[3].as_deref(), Some(&[][..]));
+
+    // floats bit for bit: the sign of zero, NaN, infinities
+    let batches = sql(&ctx, "SELECT f FROM t ORDER BY id").await.unwrap();
+    let f: Vec<f64> = batches
+        .iter()
+        .flat_map(|b| {
+            let a = b.column(0).as_any().downcast_ref::<Float64Array>().unwrap();
+            (0..a.len()).map(|i| a.value(i)).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(f[0].to_bits(), (-0.0f64).to_bits());
+    assert_eq!(f[1].to_bits(), 0.0f64.to_bits());
+    assert!(f[2].is_nan());
+    assert_eq!(f[3], f64::INFINITY);
+    assert_eq!(f[4], f64::NEG_INFINITY);
+
+    // 100 columns
+    let columns: Vec<String> = (0..100).map(|i| format!("c{i} INT")).collect();
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE wide ({}) STORED AS LANCE LOCATION '{}'",
+            columns.join(", "),
+            dataset_path(&dir, "wide.lance")
+        ),
+    )
+    .await;
+    let values: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+    ok(
+        &ctx,
+        &format!("INSERT INTO wide VALUES ({})", values.join(", ")),
+    )
+    .await;
+    assert_eq!(
+        ints(&ctx, "SELECT c0, c42, c99 FROM wide").await,
+        vec![0, 42, 99]
+    );
 }

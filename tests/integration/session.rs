@@ -9,7 +9,7 @@ use lance::dataset::WriteMode;
 use tokio::sync::Barrier;
 
 use crate::fixtures::{numbers_batch, params, write};
-use crate::util::{context, dataset_path, ints, private_cache};
+use crate::support::{context, dataset_path, ints, private_cache};
 use datafusion_lance::VersionSpec;
 use datafusion_lance::normalize_uri;
 use datafusion_lance::{LanceSessionCache, LanceTableProvider};

@@ -11,9 +11,9 @@ use datafusion_lance::{LanceScanExec, LanceTableProvider};
 use futures::TryStreamExt;
 use lance::dataset::WriteMode;
 
-use crate::faults::FaultInjector;
 use crate::fixtures::{numbers_batch, params, write};
-use crate::util::{append_elsewhere, context, dataset_path, ints, private_cache};
+use crate::support::faults::FaultInjector;
+use crate::support::{append_elsewhere, context, dataset_path, ints, private_cache};
 
 /// Table `t`: 400 numbers rows in fragments of 50, registered in a context
 /// with `partitions` target partitions. Returns the dataset URI and context.
@@ -266,7 +266,7 @@ async fn a_commit_during_planning_does_not_split_a_statement() {
     let versions = scan_versions(&plan);
     assert_eq!(versions.len(), 2, "{versions:?}");
     let rows = collect(plan, ctx.task_ctx()).await.unwrap();
-    let counts = crate::util::sorted_rows(&rows);
+    let counts = crate::support::sorted_rows(&rows);
     assert_eq!(
         counts,
         ["500|500|500"],

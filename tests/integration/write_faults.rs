@@ -1,11 +1,27 @@
-//! Every writing statement, failed at every stage by the object store —
-//! including after some files of a partition were written — changes nothing,
-//! removes what it wrote, and leaves the table writable.
+//! Failed writes change nothing: every writing statement failed at every
+//! stage by the object store (including after some files of a partition were
+//! written), late expression errors, NULLs in NOT NULL columns, plan-time
+//! errors, a dropped result stream and a killed process — each leaves the
+//! table at a committed state, removes what it wrote (where the process
+//! survives) and leaves the table writable.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::faults::{FaultInjector, faulty_table};
-use crate::util::{
+use datafusion::arrow::array::Int64Array;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::StringArray;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::Field;
+use datafusion::arrow::datatypes::Schema;
+use datafusion::datasource::MemTable;
+use datafusion_lance::LanceTableProvider;
+use rand::{Rng, SeedableRng};
+
+use crate::support::faults::Fault;
+use crate::support::faults::{FaultInjector, faulty_table};
+use crate::support::{INITIAL, all_files, assert_unchanged, nightly, setup, setup_at, snapshot};
+use crate::support::{
     context, dataset_path, ints, ok, private_cache, referenced_files, sql, state, stored_files,
     validates,
 };
@@ -272,4 +288,250 @@ async fn vacuum_keeps_the_files_of_a_write_in_flight() {
     );
     validates(uri).await;
     assert_eq!(stored_files(uri).await, referenced_files(uri).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_late_expression_error_commits_nothing_and_leaves_no_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(4, &private_cache());
+    let uri = setup(&dir, &ctx).await;
+    sql(&ctx, "SET lance.max_rows_per_file = 20").await.unwrap();
+    let before = snapshot(&ctx, &uri).await;
+
+    let err = sql(
+        &ctx,
+        "INSERT INTO t SELECT CASE WHEN id > 990 THEN CAST(s AS BIGINT) ELSE id + 1000 END, s FROM src",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("Cannot cast string"), "{err}");
+    assert_unchanged(&ctx, &uri, before).await;
+
+    // The next statement succeeds.
+    sql(&ctx, "INSERT INTO t SELECT id + 1000, s FROM src")
+        .await
+        .unwrap();
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM t").await,
+        vec![INITIAL + 941]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_null_in_the_last_batch_of_the_last_partition_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(4, &private_cache());
+    let uri = setup(&dir, &ctx).await;
+    sql(&ctx, "SET lance.max_rows_per_file = 50").await.unwrap();
+
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("label", DataType::Utf8, true),
+    ]));
+    let batch = |start: i64, null_last: bool| {
+        let ids: Vec<Option<i64>> = (start..start + 100)
+            .map(|i| (!(null_last && i == start + 99)).then_some(i))
+            .collect();
+        RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(ids)),
+                Arc::new(StringArray::from(vec![Some("x"); 100])),
+            ],
+        )
+        .unwrap()
+    };
+    let partitions: Vec<Vec<RecordBatch>> = (0..4)
+        .map(|p| {
+            (0..3)
+                .map(|b| batch(10_000 + p * 1000 + b * 100, p == 3 && b == 2))
+                .collect()
+        })
+        .collect();
+    ctx.register_table(
+        "mem",
+        Arc::new(MemTable::try_new(schema, partitions).unwrap()),
+    )
+    .unwrap();
+    let before = snapshot(&ctx, &uri).await;
+
+    let err = sql(&ctx, "INSERT INTO t SELECT * FROM mem")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("column 'id' of table 't' is NOT NULL but the inserted data holds NULL"),
+        "{err}"
+    );
+    assert_unchanged(&ctx, &uri, before).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_object_store_write_failure_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(4, &private_cache());
+    // Local files bypass object-store wrappers for writes; shared memory does not.
+    let uri = setup_at(&dir, &ctx, "shared-memory://write-fault/t.lance").await;
+
+    // The same table, opened through a store that fails the 3rd data-file write.
+    let faults = FaultInjector::new();
+    let faulty = LanceTableProvider::builder(&uri)
+        .with_name("faulty")
+        .with_store_params(faults.params())
+        .build()
+        .await
+        .unwrap();
+    ctx.register_table("faulty", Arc::new(faulty)).unwrap();
+    sql(&ctx, "SET lance.max_rows_per_file = 20").await.unwrap();
+    let before = snapshot(&ctx, &uri).await;
+
+    for operation in ["put", "put_multipart"] {
+        faults.fail(Fault {
+            operation,
+            pattern: "/data/",
+            skip: 2,
+            times: usize::MAX,
+            shared: None,
+        });
+    }
+    let err = sql(&ctx, "INSERT INTO faulty SELECT id + 1000, s FROM src")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(faults.injected() > 0, "the fault never fired");
+    assert!(err.contains("injected fault"), "{err}");
+    assert_unchanged(&ctx, &uri, before).await;
+
+    // Once the store recovers, the same statement succeeds.
+    faults.clear();
+    sql(&ctx, "INSERT INTO faulty SELECT id + 1000, s FROM src")
+        .await
+        .unwrap();
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM t").await,
+        vec![INITIAL + 941]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn plan_time_errors_write_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = context(4, &private_cache());
+    let uri = setup(&dir, &ctx).await;
+    let before = all_files(std::path::Path::new(&uri));
+    for bad in [
+        "INSERT INTO t VALUES (1, 'a', 'extra')",
+        "INSERT INTO t (id, nope) VALUES (1, 'a')",
+        "INSERT INTO t SELECT id FROM src WHERE nope > 1",
+        "INSERT INTO missing VALUES (1, 'a')",
+        "INSERT INTO t SELECT [1, 2], s FROM src",
+        "UPDATE t SET nope = 1",
+        "DELETE FROM t WHERE nope = 1",
+        "SELECT * FROM lance_merge('t', (SELECT id FROM src), 'nope')",
+        "SELECT * FROM lance_merge('t', (SELECT id, s AS label FROM src), 'id', 'when_matched=sometimes')",
+    ] {
+        let err = sql(&ctx, bad).await.unwrap_err().to_string();
+        assert!(!err.is_empty());
+        assert_eq!(
+            all_files(std::path::Path::new(&uri)),
+            before,
+            "{bad} ({err}) wrote files"
+        );
+    }
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM t").await,
+        vec![INITIAL],
+        "rows unchanged"
+    );
+}
+
+/// Kills `lance-sql` in the middle of a large INSERT: the table always opens,
+/// at the previous version with N rows or the next with N + M, never between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_insert_leaves_a_committed_state() {
+    let trials = if nightly() { 20 } else { 3 };
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO t SELECT value FROM generate_series(0, 999)",
+    )
+    .await;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x51_61_4b);
+    let (mut n, m) = (1000i64, 3_000_000i64);
+    let mut outcomes = (0, 0);
+    for trial in 0..trials {
+        let before = ints(&ctx, "SELECT max(version) FROM lance_versions('t')").await[0];
+        let start = n + 1_000_000 * trial as i64;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+            .args([
+                "-q",
+                "-c",
+                &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+                "-c",
+                "SET lance.max_rows_per_file = 20000",
+                "-c",
+                &format!(
+                    "INSERT INTO t SELECT value FROM generate_series({start}, {})",
+                    start + m - 1
+                ),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Kill while data files are being written: when the k-th new data
+        // file appears. The statement writes 150 files before it commits, so
+        // every kill lands before the commit.
+        let files = std::fs::read_dir(format!("{uri}/data")).unwrap().count();
+        let k = rng.random_range(1..=40);
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while std::fs::read_dir(format!("{uri}/data")).unwrap().count() < files + k {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "trial {trial}: lance-sql wrote no {k}th data file"
+            );
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "trial {trial}: lance-sql ended before its {k}th data file"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let fresh = context(2, &private_cache());
+        ok(
+            &fresh,
+            &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+        )
+        .await;
+        let version = ints(&fresh, "SELECT max(version) FROM lance_versions('t')").await[0];
+        let count = ints(&fresh, "SELECT count(*) FROM t").await[0];
+        match (version - before, count - n) {
+            (0, 0) => outcomes.0 += 1,
+            (1, added) if added == m => {
+                outcomes.1 += 1;
+                n += m;
+            }
+            other => panic!(
+                "trial {trial}: version +{}, rows +{} (expected +0/+0 or +1/+{m})",
+                other.0, other.1
+            ),
+        }
+        // the next INSERT succeeds
+        ok(&fresh, "INSERT INTO t VALUES (-1)").await;
+        ok(&fresh, "DELETE FROM t WHERE id = -1").await;
+    }
+    println!(
+        "SIGKILL trials: {} killed before the commit, {} after",
+        outcomes.0, outcomes.1
+    );
+    assert_eq!(outcomes, (trials, 0), "every kill landed before the commit");
 }

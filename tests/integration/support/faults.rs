@@ -269,7 +269,7 @@ impl WrappingObjectStore for FaultInjector {
 /// A table `t (id, v, tag)` with ids 0..100 (primary key `id`) in five
 /// fragments at `uri`, registered in `ctx` and, through `faults`, as `ft`.
 pub(crate) async fn faulty_table(ctx: &SessionContext, uri: &str, faults: &FaultInjector) {
-    crate::util::ok(
+    crate::support::ok(
         ctx,
         &format!(
             "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, v BIGINT, tag VARCHAR, PRIMARY KEY (id)) \
@@ -277,13 +277,13 @@ pub(crate) async fn faulty_table(ctx: &SessionContext, uri: &str, faults: &Fault
         ),
     )
     .await;
-    crate::util::ok(ctx, "SET lance.max_rows_per_file = 20").await;
-    crate::util::ok(
+    crate::support::ok(ctx, "SET lance.max_rows_per_file = 20").await;
+    crate::support::ok(
         ctx,
         "INSERT INTO t SELECT value, value * 2, 'seed' FROM generate_series(0, 99)",
     )
     .await;
-    crate::util::ok(ctx, "SET lance.max_rows_per_file = 1048576").await;
+    crate::support::ok(ctx, "SET lance.max_rows_per_file = 1048576").await;
     let provider = LanceTableProvider::builder(uri)
         .with_name("ft")
         .with_store_params(faults.params())

@@ -1,14 +1,4 @@
-//! Filters on indexed columns against DataFusion, index type by index type.
-//!
-//! Lance answers a pushed filter from a scalar index with the index's own
-//! semantics; the crate lets it only for audited (predicate, index type)
-//! pairs. For every index type this test builds a table of adversarial values
-//! (backslashes before ordinary and special characters, `%`/`_`, NULL, empty
-//! strings, case, non-ASCII, long strings, NaN, ±0.0, integer extremes),
-//! indexes it, and runs every predicate kind with pushdown forced on, against
-//! the same rows in a `MemTable`. It also checks from the plans that the
-//! audited pairs really reach Lance and the others really stay in DataFusion,
-//! so agreement is not reached by never asking Lance.
+//! The adversarial table and the predicates run against every index type.
 
 use std::sync::Arc;
 
@@ -17,17 +7,12 @@ use datafusion::arrow::array::{
     StringBuilder,
 };
 use datafusion::arrow::datatypes::{Field, Schema};
-use datafusion::datasource::MemTable;
-use datafusion::prelude::SessionContext;
-use lance::index::DatasetIndexExt;
 use lance_index::IndexType;
-use lance_index::scalar::{BuiltinIndexType, InvertedIndexParams, ScalarIndexParams};
-
-use crate::util::{context, dataset_path, private_cache, try_rows};
+use lance_index::scalar::BuiltinIndexType;
 
 /// Strings that trip LIKE-prefix extraction, case folding, byte order and
 /// tokenisation.
-fn strings() -> Vec<Option<String>> {
+pub(super) fn strings() -> Vec<Option<String>> {
     let mut values: Vec<Option<String>> = [
         "",
         "Ab1",
@@ -76,7 +61,7 @@ fn strings() -> Vec<Option<String>> {
     values
 }
 
-fn integers() -> Vec<Option<i64>> {
+pub(super) fn integers() -> Vec<Option<i64>> {
     vec![
         Some(i64::MIN),
         Some(i64::MIN + 1),
@@ -90,7 +75,7 @@ fn integers() -> Vec<Option<i64>> {
     ]
 }
 
-fn floats() -> Vec<Option<f64>> {
+pub(super) fn floats() -> Vec<Option<f64>> {
     vec![
         Some(f64::NAN),
         Some(-f64::NAN),
@@ -104,11 +89,11 @@ fn floats() -> Vec<Option<f64>> {
     ]
 }
 
-const ROWS: usize = 600;
+pub(super) const ROWS: usize = 600;
 
 /// `ROWS` rows cycling through the adversarial values, each column with its
 /// own period so that values combine differently.
-fn adversarial_batch() -> RecordBatch {
+pub(super) fn adversarial_batch() -> RecordBatch {
     let (s, i, f) = (strings(), integers(), floats());
     let b = [Some(true), Some(false), None];
     let mut labels = ListBuilder::new(StringBuilder::new());
@@ -159,19 +144,19 @@ fn adversarial_batch() -> RecordBatch {
     .unwrap()
 }
 
-fn string_literal(s: &str) -> String {
+pub(super) fn string_literal(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
 /// LIKE patterns without a backslash.
-const PLAIN_PATTERNS: &[&str] = &[
+pub(super) const PLAIN_PATTERNS: &[&str] = &[
     "Ab1%", "Ab%", "%b1", "A_1", "%b%", "", "é%", "É%", "Abc%", "%Ab1%", "日%", "x%y", "_", "__",
     "Ab1", "%1", "%é", "hello%", "%world", "row-1%", "z%", "ab%",
 ];
 
 /// LIKE patterns with backslashes: escapes of ordinary and special
 /// characters, doubled and trailing backslashes.
-const ESCAPED_PATTERNS: &[&str] = &[
+pub(super) const ESCAPED_PATTERNS: &[&str] = &[
     "Ab\\1%",
     "Ab\\%%",
     "Ab\\_1",
@@ -187,12 +172,12 @@ const ESCAPED_PATTERNS: &[&str] = &[
 ];
 
 /// One predicate kind over one column, with its generated predicates.
-struct Kind {
-    name: &'static str,
-    predicates: Vec<String>,
+pub(super) struct Kind {
+    pub(super) name: &'static str,
+    pub(super) predicates: Vec<String>,
 }
 
-fn kinds() -> Vec<Kind> {
+pub(super) fn kinds() -> Vec<Kind> {
     let strings: Vec<String> = strings()
         .into_iter()
         .flatten()
@@ -355,16 +340,16 @@ fn kinds() -> Vec<Kind> {
 }
 
 /// An index type and the columns it is built on.
-struct Case {
-    name: &'static str,
-    columns: &'static [&'static str],
-    index: IndexType,
-    builtin: Option<BuiltinIndexType>,
+pub(super) struct Case {
+    pub(super) name: &'static str,
+    pub(super) columns: &'static [&'static str],
+    pub(super) index: IndexType,
+    pub(super) builtin: Option<BuiltinIndexType>,
     /// Predicate kinds the crate must keep in DataFusion with this index.
-    kept: &'static [&'static str],
+    pub(super) kept: &'static [&'static str],
 }
 
-fn cases() -> Vec<Case> {
+pub(super) fn cases() -> Vec<Case> {
     vec![
         Case {
             name: "BTREE",
@@ -424,207 +409,4 @@ fn cases() -> Vec<Case> {
             kept: &["compare(s)", "like", "like-escaped", "ilike"],
         },
     ]
-}
-
-/// Where a query's filter runs: in the Lance scan (`Some(true)`), in a
-/// DataFusion FilterExec (`Some(false)`), or nowhere (`None`: DataFusion
-/// simplified it away, e.g. `s LIKE '%'` into `s IS NOT NULL` on a column
-/// statistics say has no NULL).
-async fn filter_in_lance(ctx: &SessionContext, sql: &str) -> Result<Option<bool>, String> {
-    let plan = ctx
-        .sql(&format!("EXPLAIN {sql}"))
-        .await
-        .map_err(|e| e.to_string())?
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?;
-    let text = crate::util::sorted_rows(&plan).join("\n");
-    let scan = text
-        .lines()
-        .find(|l| l.contains("LanceScanExec"))
-        .ok_or("no scan")?;
-    Ok(if scan.contains(", filter=") {
-        Some(true)
-    } else if text.contains("FilterExec") {
-        Some(false)
-    } else {
-        None
-    })
-}
-
-#[derive(Default, Debug)]
-struct Tally {
-    queries: usize,
-    in_lance: usize,
-    no_filter: usize,
-    with_rows: usize,
-    errors: usize,
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn every_index_type_answers_like_datafusion() {
-    let dir = tempfile::tempdir().unwrap();
-    let batch = adversarial_batch();
-    let kinds = kinds();
-    let mut total = Tally::default();
-    for case in cases() {
-        let uri = dataset_path(&dir, &format!("{}.lance", case.name.to_lowercase()));
-        let mut ds = crate::fixtures::write(
-            &uri,
-            vec![batch.clone()],
-            crate::fixtures::params(lance::dataset::WriteMode::Create, 100),
-        )
-        .await;
-        for column in case.columns {
-            let created = match &case.builtin {
-                Some(builtin) => {
-                    ds.create_index(
-                        &[column],
-                        case.index,
-                        None,
-                        &ScalarIndexParams::for_builtin(builtin.clone()),
-                        true,
-                    )
-                    .await
-                }
-                None => {
-                    ds.create_index(
-                        &[column],
-                        case.index,
-                        None,
-                        &InvertedIndexParams::default(),
-                        true,
-                    )
-                    .await
-                }
-            };
-            created.unwrap_or_else(|e| panic!("{} index on {column}: {e}", case.name));
-        }
-        let ctx = context(2, &private_cache());
-        ctx.sql("SET lance.pushdown_filters = true").await.unwrap();
-        ctx.sql(&format!(
-            "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
-        ))
-        .await
-        .unwrap();
-        let mem = MemTable::try_new(batch.schema(), vec![vec![batch.clone()]]).unwrap();
-        ctx.register_table("m", Arc::new(mem)).unwrap();
-
-        for kind in &kinds {
-            let mut tally = Tally::default();
-            for predicate in &kind.predicates {
-                let lance_sql = format!("SELECT id, s, i, f, b FROM t WHERE {predicate}");
-                let mem_sql = lance_sql.replace(" FROM t ", " FROM m ");
-                tally.queries += 1;
-                let (got, want) = (
-                    try_rows(&ctx, &lance_sql).await,
-                    try_rows(&ctx, &mem_sql).await,
-                );
-                match (got, want) {
-                    (Ok(got), Ok(want)) => {
-                        assert!(
-                            got == want,
-                            "{} index, {}: {predicate}\n  lance: {} rows {:?}\n  datafusion: {} rows {:?}",
-                            case.name,
-                            kind.name,
-                            got.len(),
-                            got.iter().take(4).collect::<Vec<_>>(),
-                            want.len(),
-                            want.iter().take(4).collect::<Vec<_>>()
-                        );
-                        if !got.is_empty() {
-                            tally.with_rows += 1;
-                        }
-                    }
-                    (got, want) => {
-                        tally.errors += 1;
-                        assert!(
-                            got.is_err() && want.is_err(),
-                            "{} index: {predicate}: one side failed: lance {:?} / datafusion {:?}",
-                            case.name,
-                            got.err(),
-                            want.err()
-                        );
-                    }
-                }
-                match filter_in_lance(&ctx, &lance_sql).await {
-                    Ok(Some(true)) => tally.in_lance += 1,
-                    Ok(Some(false)) => {}
-                    Ok(None) => tally.no_filter += 1,
-                    Err(e) => panic!("EXPLAIN {lance_sql}: {e}"),
-                }
-            }
-            // Where single-column kinds must run: audited pairs (and columns
-            // without an index) in Lance, the rest in DataFusion.
-            if let Some(column) = kind_column(kind.name) {
-                if case.columns.contains(&column) && case.kept.contains(&kind.name) {
-                    assert_eq!(
-                        tally.in_lance, 0,
-                        "{} index: {} must stay in DataFusion: {tally:?}",
-                        case.name, kind.name
-                    );
-                } else {
-                    assert_eq!(
-                        tally.in_lance,
-                        tally.queries - tally.no_filter,
-                        "{} index: {} should be evaluated by Lance: {tally:?}",
-                        case.name,
-                        kind.name
-                    );
-                }
-            }
-            assert_eq!(tally.errors, 0, "{} {}: {tally:?}", case.name, kind.name);
-            total.queries += tally.queries;
-            total.in_lance += tally.in_lance;
-            total.with_rows += tally.with_rows;
-        }
-    }
-    // Not vacuous: most predicates select rows, and most ran in Lance.
-    assert!(total.with_rows * 10 >= total.queries * 8, "{total:?}");
-    assert!(total.in_lance * 10 >= total.queries * 6, "{total:?}");
-}
-
-/// The one column a predicate kind reads (None for kinds mixing columns).
-fn kind_column(kind: &str) -> Option<&'static str> {
-    match kind {
-        "compare(s)" | "like" | "like-escaped" | "ilike" => Some("s"),
-        "compare(i)" => Some("i"),
-        "bool" | "truth" => Some("b"),
-        "float" => Some("f"),
-        _ => None,
-    }
-}
-
-/// When the index list cannot be read, nothing goes to Lance and Lance is
-/// told not to use indices: the answer is DataFusion's.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreadable_index_list_keeps_filters_in_datafusion() {
-    use crate::faults::{Fault, FaultInjector};
-    let dir = tempfile::tempdir().unwrap();
-    let uri = dataset_path(&dir, "indexed.lance");
-    crate::fixtures::indexed(&uri).await;
-    let faults = FaultInjector::new();
-    // No metadata cache: the index list is read when a scan is planned.
-    let uncached = datafusion_lance::LanceSessionCache::private(datafusion_lance::CacheBudgets {
-        metadata_bytes: 0,
-        index_bytes: 0,
-    });
-    let ctx = context(2, &uncached);
-    ctx.sql("SET lance.pushdown_filters = true").await.unwrap();
-    let provider = datafusion_lance::LanceTableProvider::builder(&uri)
-        .with_name("t")
-        .with_store_params(faults.params())
-        .with_session_cache(Arc::clone(&uncached))
-        .build()
-        .await
-        .unwrap();
-    ctx.register_table("t", Arc::new(provider)).unwrap();
-    // The manifest is held; reading its index section fails from now on.
-    for operation in ["get_opts", "get_ranges"] {
-        faults.fail(Fault::always(operation, "_versions/"));
-    }
-    let sql = "SELECT count(*) FROM t WHERE s LIKE 'Ab1%'";
-    assert_eq!(filter_in_lance(&ctx, sql).await.unwrap(), Some(false));
-    assert_eq!(crate::util::ints(&ctx, sql).await, vec![16]);
-    assert!(faults.injected() > 0, "the index list was asked for");
 }

@@ -1,4 +1,9 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests: contexts, row comparisons,
+//! table states and files, and the fault injector ([`faults`]).
+
+use crate::fixtures::numbers;
+
+pub(crate) mod faults;
 
 use std::sync::Arc;
 
@@ -252,4 +257,135 @@ pub(crate) async fn referenced_files(uri: &str) -> BTreeSet<String> {
         }
     }
     files
+}
+
+/// Every file under `<uri>/data` (any object store Lance can open).
+pub(crate) async fn data_files(uri: &str) -> BTreeSet<String> {
+    let (store, base, _) = DatasetBuilder::from_uri(uri)
+        .build_object_store()
+        .await
+        .unwrap();
+    let prefix = base.join("data");
+    store
+        .inner
+        .list(Some(&prefix))
+        .map(|meta| meta.unwrap().location.to_string())
+        .collect()
+        .await
+}
+
+/// `statement` planned (not run) in a fresh context on `t` at `uri`: it has
+/// read the table's current version. Run it with `collect(plan, task)`.
+pub(crate) async fn planned(
+    cache: &Arc<LanceSessionCache>,
+    uri: &str,
+    statement: &str,
+) -> (
+    Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    Arc<datafusion::execution::TaskContext>,
+) {
+    let ctx = context(2, cache);
+    sql(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await
+    .unwrap();
+    let plan = ctx
+        .sql(statement)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    (plan, ctx.task_ctx())
+}
+
+pub(crate) async fn version(ctx: &SessionContext, table: &str) -> i64 {
+    ints(
+        ctx,
+        &format!("SELECT max(version) FROM lance_versions('{table}')"),
+    )
+    .await[0]
+}
+
+/// A table `t (id BIGINT NOT NULL, label VARCHAR)` holding the 94 ids of
+/// `numbers` below 100, and the `numbers` fixture registered as `src`.
+pub(crate) async fn setup(dir: &tempfile::TempDir, ctx: &SessionContext) -> String {
+    setup_at(dir, ctx, &dataset_path(dir, "t.lance")).await
+}
+
+pub(crate) const INITIAL: i64 = 94;
+
+pub(crate) async fn setup_at(dir: &tempfile::TempDir, ctx: &SessionContext, uri: &str) -> String {
+    let uri = uri.to_string();
+    let src = dataset_path(dir, "numbers.lance");
+    numbers(&src).await;
+    sql(
+        ctx,
+        &format!("CREATE EXTERNAL TABLE src STORED AS LANCE LOCATION '{src}'"),
+    )
+    .await
+    .unwrap();
+    sql(
+        ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, label VARCHAR) STORED AS LANCE LOCATION '{uri}'"
+        ),
+    )
+    .await
+    .unwrap();
+    sql(ctx, "INSERT INTO t SELECT id, s FROM src WHERE id < 100")
+        .await
+        .unwrap();
+    uri
+}
+
+/// The table is exactly as before: version, rows, and files on disk.
+pub(crate) async fn assert_unchanged(
+    ctx: &SessionContext,
+    uri: &str,
+    before: (i64, Vec<i64>, BTreeSet<String>),
+) {
+    assert_eq!(version(ctx, "t").await, before.0, "no new version");
+    assert_eq!(
+        ints(ctx, "SELECT count(*), sum(id) FROM t").await,
+        before.1,
+        "content unchanged"
+    );
+    assert_eq!(data_files(uri).await, before.2, "no data file left behind");
+}
+
+pub(crate) async fn snapshot(ctx: &SessionContext, uri: &str) -> (i64, Vec<i64>, BTreeSet<String>) {
+    (
+        version(ctx, "t").await,
+        ints(ctx, "SELECT count(*), sum(id) FROM t").await,
+        data_files(uri).await,
+    )
+}
+
+pub(crate) fn ints_of(batches: &[RecordBatch]) -> i64 {
+    let c = cast(batches[0].column(0), &DataType::Int64).unwrap();
+    c.as_any().downcast_ref::<Int64Array>().unwrap().value(0)
+}
+
+/// Every file under the dataset directory (manifests, transactions, data).
+pub(crate) fn all_files(dir: &std::path::Path) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.insert(path.display().to_string());
+            }
+        }
+    }
+    files
+}
+
+pub(crate) fn nightly() -> bool {
+    std::env::var("DATAFUSION_LANCE_NIGHTLY").is_ok_and(|v| v == "1")
 }
