@@ -14,6 +14,7 @@ mod contention;
 mod differential;
 mod fuzz;
 mod index_pushdown;
+mod layout;
 mod merges;
 mod read_faults;
 mod scans;

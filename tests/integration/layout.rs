@@ -1,0 +1,92 @@
+//! The crate's modules depend on each other one way only:
+//! planner / codec → table functions / format / catalog → table →
+//! physical_plan → session → config → error → location. A `use crate::x`
+//! against that direction fails this test, naming the file.
+
+use std::path::Path;
+
+/// Each top-level module and its layer; a module may use modules of lower
+/// layers only.
+const LAYERS: &[(&str, u8)] = &[
+    ("location", 0),
+    ("error", 1),
+    ("config", 2),
+    ("session", 3),
+    ("physical_plan", 4),
+    ("table", 5),
+    ("udtf", 6),
+    ("format", 6),
+    ("catalog", 6),
+    ("planner", 7),
+    ("codec", 7),
+];
+
+fn layer(module: &str) -> Option<u8> {
+    LAYERS.iter().find(|(m, _)| *m == module).map(|(_, l)| *l)
+}
+
+/// The top-level module `file` (relative to `src/`) belongs to.
+fn module_of(file: &Path) -> String {
+    let first = file
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy();
+    first.trim_end_matches(".rs").to_string()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn modules_depend_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut violations = Vec::new();
+    let mut edges = 0;
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let from = module_of(relative);
+        let Some(from_layer) = layer(&from) else {
+            continue; // lib.rs and the binary sit above everything
+        };
+        let text = std::fs::read_to_string(file).unwrap();
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (i, _) in line.match_indices("crate::") {
+                let used: String = line[i + "crate::".len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                let Some(to_layer) = layer(&used) else {
+                    continue; // root items (re-exports)
+                };
+                if used == from {
+                    continue;
+                }
+                edges += 1;
+                if to_layer >= from_layer {
+                    violations.push(format!("{}: {from} uses {used}", relative.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        edges > 20,
+        "only {edges} cross-module uses found: is the scan broken?"
+    );
+    assert!(
+        violations.is_empty(),
+        "dependencies against the layering:\n{}",
+        violations.join("\n")
+    );
+}
