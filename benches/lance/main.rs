@@ -32,6 +32,10 @@
 //! default commit budget (`--commit-budget RETRIES,TIMEOUT_MS` to try
 //! others, `--rates 10,50,100` to choose the rates).
 //!
+//! **plans** — bytes of encoded physical and logical plans of a table with
+//! 10, 1,000 and 10,000 fragments, next to its manifest
+//! (`cargo bench --bench lance -- --only plans`).
+//!
 //! Every cell is the median of `--iters` (default 5) runs with min–max, the
 //! sides of a comparison interleaved (A B A B ...) after one warm-up run
 //! each. Ratios are "time ÷ baseline time": below 1 is faster than the
@@ -43,6 +47,7 @@ mod dml;
 
 use common::args;
 mod insert;
+mod plans;
 mod read;
 
 fn main() {
@@ -79,6 +84,9 @@ fn main() {
         }
         if run("contention") {
             contention::contention_table(&args).await;
+        }
+        if run("plans") {
+            plans::plan_bytes_table(&args).await;
         }
     });
     println!(
