@@ -171,16 +171,42 @@ async fn collect_fragments(
 }
 
 /// Commits `fragments` as one transaction; returns the statement's row count
-/// (the commit of [`LanceCommitExec`] and of [`super::LanceSink`]).
+/// (the commit of [`LanceCommitExec`] and of [`super::LanceSink`]). If the
+/// statement fails before its transaction reaches Lance (the version it read
+/// cannot be opened, a table was created at a `COPY` target meanwhile), the
+/// fragments' files are removed here; after that, by the commit path.
 pub(crate) async fn commit_fragments(
     target: &OpenTarget,
     kind: CommitKind,
     rows: u64,
     fragments: Vec<Fragment>,
 ) -> DFResult<u64> {
+    if kind == CommitKind::Append && fragments.is_empty() {
+        return Ok(0);
+    }
+    let commit = match prepare(target, kind, &fragments).await {
+        Ok(prepare) => prepare,
+        Err(e) => {
+            target.remove_files(&fragments).await;
+            return Err(e);
+        }
+    };
+    let committed = target.commit(commit).await?;
+    match kind {
+        CommitKind::Truncate => Ok(rows_replaced(target, &committed).await),
+        _ => Ok(rows),
+    }
+}
+
+/// The transaction committing `fragments` as `kind`.
+async fn prepare(
+    target: &OpenTarget,
+    kind: CommitKind,
+    fragments: &[Fragment],
+) -> DFResult<Commit> {
     let base = target.base().await?;
+    let fragments = fragments.to_vec();
     let operation = match (kind, &base) {
-        (CommitKind::Append, _) if fragments.is_empty() => return Ok(0),
         (CommitKind::Append, _) => Operation::Append { fragments },
         (CommitKind::Overwrite | CommitKind::Truncate, Some(base)) => Operation::Overwrite {
             fragments,
@@ -201,11 +227,7 @@ pub(crate) async fn commit_fragments(
         }
         (kind, _) => return internal_err!("inconsistent {kind} commit"),
     };
-    let committed = target.commit(Commit::new(base, operation)).await?;
-    match kind {
-        CommitKind::Truncate => Ok(rows_replaced(target, &committed).await),
-        _ => Ok(rows),
-    }
+    Ok(Commit::new(base, operation))
 }
 
 /// The rows of the version `committed` replaced (what a `TRUNCATE` removed:

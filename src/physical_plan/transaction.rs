@@ -182,13 +182,16 @@ pub(crate) async fn ensure_absent(target: &OpenTarget) -> DFResult<()> {
 
 /// Converts a failed commit into the statement's error: a conflict, a spent
 /// commit budget (naming how many commits raced it), a table created
-/// concurrently, or a Lance error. `started` is when the statement began
+/// concurrently (for statements that create one), or a Lance error. `started` is when the statement began
 /// committing.
 pub(crate) async fn commit_error(
     target: &OpenTarget,
     e: lance::Error,
     started: Instant,
 ) -> DataFusionError {
+    if target.read.is_none() {
+        return create_error(target, e);
+    }
     let budget_spent = match &e {
         lance::Error::TooMuchWriteContention { .. } => true,
         // Lance reports exhausted retries as a commit conflict.
@@ -223,11 +226,24 @@ pub(crate) async fn commit_error(
             source: e,
         }
         .into(),
-        lance::Error::DatasetAlreadyExists { .. } => Error::unsupported(format!(
-            "a Lance dataset was created at '{}' concurrently",
+        e => Error::lance("committing to", &target.location.uri, e).into(),
+    }
+}
+
+/// The error of a statement creating a table (`CREATE EXTERNAL TABLE` with
+/// columns, `COPY ... STORED AS LANCE`): any conflict means another writer
+/// created the table first.
+fn create_error(target: &OpenTarget, e: lance::Error) -> DataFusionError {
+    match e {
+        lance::Error::DatasetAlreadyExists { .. }
+        | lance::Error::CommitConflict { .. }
+        | lance::Error::IncompatibleTransaction { .. }
+        | lance::Error::RetryableCommitConflict { .. }
+        | lance::Error::TooMuchWriteContention { .. } => Error::unsupported(format!(
+            "a Lance dataset was created at '{}' concurrently; nothing was written",
             target.display_uri()
         ))
         .into(),
-        e => Error::lance("committing to", &target.location.uri, e).into(),
+        e => Error::lance("creating", &target.location.uri, e).into(),
     }
 }

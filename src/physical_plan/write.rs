@@ -129,6 +129,9 @@ impl ExecutionPlan for LanceWriteExec {
         let input = self.input.execute(partition, context)?;
         let rows_written = MetricBuilder::new(&self.metrics).output_rows(partition);
         let fut = async move {
+            // Its files are kept from `lance_vacuum` in this process while it
+            // writes (the commit node registers the statement again).
+            let _writing = target.in_flight();
             let (rows, fragments) = write_partition(input, target).await?;
             rows_written.add(rows as usize);
             encode_fragments(rows, &fragments)

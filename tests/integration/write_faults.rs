@@ -192,6 +192,50 @@ async fn copy_to_lance_failed_at_every_stage_creates_nothing() {
         );
     }
 }
+
+/// A `COPY` whose target gets a table while the `COPY` writes its files
+/// fails, and removes the files it wrote (they lie in the other table's data
+/// directory); the other table is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_copy_overtaken_by_a_create_leaves_no_file() {
+    let cache = private_cache();
+    // One writer: it has checked the target before the other table appears,
+    // so the commit is what finds it.
+    let ctx = context(1, &cache);
+    let faults = FaultInjector::new();
+    faults.register_scheme(cache.session());
+    ok(&ctx, "SET lance.max_rows_per_file = 64").await;
+    let shared = "shared-memory://copy-overtaken/c.lance";
+    // Another writer creates the table before the COPY's first data file is
+    // stored: the COPY checked the target was free when it started.
+    faults.before_call("put", "/data/", 1, None, 1, move || {
+        crate::support::create_elsewhere(shared, 0, 100)
+    });
+    let error = sql(
+        &ctx,
+        "COPY (SELECT value AS id FROM generate_series(0, 499)) \
+         TO 'faulty://copy-overtaken/c.lance' STORED AS LANCE",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert_eq!(faults.hooks_run(), 1, "the other writer never ran");
+    assert!(
+        error.contains("a Lance dataset already exists at 'faulty://copy-overtaken/c.lance'"),
+        "{error}"
+    );
+    let other = referenced_files(shared).await;
+    assert!(!other.is_empty());
+    assert_eq!(
+        stored_files(shared).await,
+        other,
+        "the COPY left files behind"
+    );
+    let table = lance::Dataset::open(shared).await.unwrap();
+    assert_eq!(table.version().version, 1);
+    assert_eq!(table.count_rows(None).await.unwrap(), 100);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dropped_insert_commits_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -107,6 +107,16 @@ pub(crate) async fn validates(uri: &str) {
 /// way another process would: its own Lance session and runtime, on its own
 /// thread. Blocks until committed, so it can run inside a store hook.
 pub(crate) fn append_elsewhere(uri: &str, start: i64, n: usize) {
+    write_elsewhere(uri, start, n, lance::dataset::WriteMode::Append)
+}
+
+/// Creates the dataset at `uri` with the `numbers` rows `start..start + n`
+/// the way another process would (see [`append_elsewhere`]).
+pub(crate) fn create_elsewhere(uri: &str, start: i64, n: usize) {
+    write_elsewhere(uri, start, n, lance::dataset::WriteMode::Create)
+}
+
+fn write_elsewhere(uri: &str, start: i64, n: usize, mode: lance::dataset::WriteMode) {
     let uri = uri.to_string();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -117,7 +127,7 @@ pub(crate) fn append_elsewhere(uri: &str, start: i64, n: usize) {
             crate::fixtures::write(
                 &uri,
                 vec![crate::fixtures::numbers_batch(start, n)],
-                crate::fixtures::params(lance::dataset::WriteMode::Append, 1000),
+                crate::fixtures::params(mode, 1000),
             )
             .await;
         });
