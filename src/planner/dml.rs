@@ -6,7 +6,7 @@
 //! `IN (SELECT ...)`/`EXISTS` subquery, or one folded to `false`/`NULL`,
 //! arrives as *no filter*, i.e. "every row". This rule never uses those hooks.
 //! It rewrites the statement, before optimization, into a scan of a
-//! [`LanceDmlTable`](crate::table::dml::LanceDmlTable) whose input is the
+//! [`LanceDml`](crate::table::dml::LanceDml) whose input is the
 //! statement's own input plan with Lance's row address added to the target
 //! scan. That plan — subqueries, joins, constant folding and all — selects the
 //! rows; the statement then deletes (or rewrites) exactly those addresses.
@@ -24,7 +24,8 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
-use crate::table::dml::{DmlOp, LanceDmlTable};
+use crate::table::dml::{DmlOp, LanceDml};
+use crate::table::statement::StatementTable;
 use crate::table::{LanceTableProvider, ROW_ADDR};
 
 /// Rewrites `DELETE`/`UPDATE` on Lance tables (see the module docs).
@@ -88,10 +89,14 @@ fn rewrite(node: LogicalPlan) -> DFResult<Transformed<LogicalPlan>> {
             .build()?,
         DmlOp::Update => input,
     };
-    let table = LanceDmlTable::new(op, provider, input);
+    let table = LanceDml::new(op, provider, input);
     let name = TableReference::bare(format!("{op} {table_name}"));
-    let scan =
-        LogicalPlanBuilder::scan(name, provider_as_source(Arc::new(table)), None)?.build()?;
+    let scan = LogicalPlanBuilder::scan(
+        name,
+        provider_as_source(StatementTable::provider(table)),
+        None,
+    )?
+    .build()?;
     Ok(Transformed::yes(scan))
 }
 

@@ -10,8 +10,6 @@
 //! plan only; the merge runs when the statement executes, so `EXPLAIN` never
 //! writes.
 
-use std::sync::Arc;
-
 use datafusion::common::{DFSchema, ScalarValue, plan_err};
 use datafusion::datasource::provider_as_source;
 use datafusion::error::Result as DFResult;
@@ -23,7 +21,8 @@ use datafusion::sql::sqlparser::ast::{
     self, FunctionArg, FunctionArgExpr, TableFactor, TableFunctionArgs,
 };
 
-use crate::table::merge::{LanceMergeTable, MERGE_FUNCTION_NAME, MergeOptions};
+use crate::table::merge::{LanceMerge, MERGE_FUNCTION_NAME, MergeOptions};
+use crate::table::statement::StatementTable;
 
 /// Plans `lance_merge(...)` table references.
 #[derive(Debug, Default)]
@@ -100,10 +99,10 @@ impl RelationPlanner for LanceMergePlanner {
             .collect();
         let options = MergeOptions::parse(&strings)?;
         let source = source.expect("second argument planned");
-        let table = LanceMergeTable::new(target.clone(), source, keys, options);
+        let table = LanceMerge::new(target.clone(), source, keys, options);
         let plan = LogicalPlanBuilder::scan(
             format!("{MERGE_FUNCTION_NAME}({target})"),
-            provider_as_source(Arc::new(table)),
+            provider_as_source(StatementTable::provider(table)),
             None,
         )?
         .build()?;

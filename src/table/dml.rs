@@ -1,4 +1,4 @@
-//! [`LanceDmlTable`]: the planned form of a `DELETE`/`UPDATE` on a Lance
+//! [`LanceDml`]: the planned form of a `DELETE`/`UPDATE` on a Lance
 //! table (see [`crate::planner::LanceDmlRewrite`]).
 
 use std::fmt;
@@ -7,12 +7,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
-use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DFResult;
-use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::LanceTableProvider;
+use super::statement::Statement;
 use crate::physical_plan::target::count_schema;
 use crate::physical_plan::{LanceDeleteExec, LanceUpdateExec};
 
@@ -34,24 +34,24 @@ impl fmt::Display for DmlOp {
     }
 }
 
-/// A `DELETE`/`UPDATE` as a one-row (`count`) table. Scanning it plans the
-/// statement's input and returns the node that applies it when executed.
-pub(crate) struct LanceDmlTable {
+/// A `DELETE`/`UPDATE` (a [`Statement`] returning one `count` row): planning
+/// it plans the statement's input and the node that applies it when executed.
+pub(crate) struct LanceDml {
     op: DmlOp,
     target: Arc<LanceTableProvider>,
     input: LogicalPlan,
 }
 
-impl fmt::Debug for LanceDmlTable {
+impl fmt::Debug for LanceDml {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LanceDmlTable")
+        f.debug_struct("LanceDml")
             .field("op", &self.op)
             .field("table", &self.target.name())
             .finish_non_exhaustive()
     }
 }
 
-impl LanceDmlTable {
+impl LanceDml {
     pub(crate) fn new(op: DmlOp, target: Arc<LanceTableProvider>, input: LogicalPlan) -> Self {
         Self { op, target, input }
     }
@@ -78,22 +78,12 @@ impl LanceDmlTable {
 }
 
 #[async_trait]
-impl TableProvider for LanceDmlTable {
+impl Statement for LanceDml {
     fn schema(&self) -> SchemaRef {
         count_schema()
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::Temporary
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        _projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
         let target = self.target.write_target(state).await?;
         let input = state.create_physical_plan(&self.input).await?;
         Ok(match self.op {

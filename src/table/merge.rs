@@ -9,10 +9,10 @@ use async_trait::async_trait;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::common::TableReference;
-use datafusion::datasource::{TableProvider, TableType};
+use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
-use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::expressions::{CastExpr, Column};
@@ -20,6 +20,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 
 use super::LanceTableProvider;
 use super::lookup::lance_table;
+use super::statement::Statement;
 use crate::error::{Error, Result};
 use crate::physical_plan::LanceMergeExec;
 pub(crate) use crate::physical_plan::merge_options::{
@@ -27,12 +28,11 @@ pub(crate) use crate::physical_plan::merge_options::{
     WhenNotMatchedBySource,
 };
 pub(crate) use crate::physical_plan::merge_options::{check_condition, stats_schema};
-use crate::physical_plan::target::project;
 use crate::table::create::storable_type;
 
-/// `lance_merge('<table>', (<query>), '<keys>', '<option>', ...)` as a
-/// one-row table: scanning it plans the source and returns the merge node.
-pub(crate) struct LanceMergeTable {
+/// A merge — `lance_merge(...)`, `INSERT OR REPLACE` or `MERGE INTO` — as a
+/// [`Statement`]: planning it plans the source and the merge node.
+pub(crate) struct LanceMerge {
     target: String,
     /// The target table once resolved (by the query planner or `MERGE INTO`).
     target_table: Option<Arc<LanceTableProvider>>,
@@ -41,9 +41,9 @@ pub(crate) struct LanceMergeTable {
     options: MergeOptions,
 }
 
-impl fmt::Debug for LanceMergeTable {
+impl fmt::Debug for LanceMerge {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LanceMergeTable")
+        f.debug_struct("LanceMerge")
             .field("target", &self.target)
             .field("keys", &self.keys)
             .field("options", &self.options)
@@ -51,7 +51,7 @@ impl fmt::Debug for LanceMergeTable {
     }
 }
 
-impl LanceMergeTable {
+impl LanceMerge {
     pub(crate) fn new(
         target: String,
         source: LogicalPlan,
@@ -130,22 +130,12 @@ impl LanceMergeTable {
 }
 
 #[async_trait]
-impl TableProvider for LanceMergeTable {
+impl Statement for LanceMerge {
     fn schema(&self) -> SchemaRef {
         stats_schema()
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::Temporary
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
         let target = self.resolve_target(state).await?;
         let Some(session) = state.as_any().downcast_ref::<SessionState>() else {
             return Err(Error::unsupported(format!(
@@ -157,10 +147,9 @@ impl TableProvider for LanceMergeTable {
             self.options
                 .planned(session, &target.schema(), self.source.schema().as_arrow())?;
         let source = state.create_physical_plan(&self.source).await?;
-        let merge = target
+        Ok(target
             .plan_merge(state, source, &self.keys, options, MergeOutput::Stats)
-            .await?;
-        project(merge, projection)
+            .await?)
     }
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod merge;
 pub(crate) mod partition;
 pub(crate) mod pushdown;
 pub(crate) mod scan;
+pub(crate) mod statement;
 pub(crate) mod write;
 
 use std::fmt;

@@ -17,13 +17,13 @@ use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::plan_err;
+use datafusion::datasource::TableProvider;
 use datafusion::datasource::memory::MemorySourceConfig;
-use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DFResult;
-use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::session::LanceSessionCache;
+use crate::table::statement::{Statement, StatementTable};
 
 /// SQL name of the cache statistics function.
 pub const CACHE_STATS_FUNCTION_NAME: &str = "lance_cache_stats";
@@ -37,7 +37,7 @@ impl TableFunctionImpl for CacheStatsFunction {
         if !args.exprs().is_empty() {
             return plan_err!("{CACHE_STATS_FUNCTION_NAME}() takes no arguments");
         }
-        Ok(Arc::new(CacheStatsTable {}))
+        Ok(StatementTable::provider(CacheStats {}))
     }
 }
 
@@ -55,7 +55,7 @@ fn schema() -> SchemaRef {
 /// The statistics of the Lance session of the context that plans the query
 /// (read when the query is planned).
 #[derive(Debug, Default)]
-pub(crate) struct CacheStatsTable {}
+pub(crate) struct CacheStats {}
 
 type Row = (
     &'static str,
@@ -66,7 +66,7 @@ type Row = (
     Option<u64>,
 );
 
-impl CacheStatsTable {
+impl CacheStats {
     async fn rows(cache: &LanceSessionCache) -> Vec<Row> {
         let session = cache.session();
         let metadata = session.metadata_cache_stats().await;
@@ -121,22 +121,12 @@ impl CacheStatsTable {
 }
 
 #[async_trait]
-impl TableProvider for CacheStatsTable {
+impl Statement for CacheStats {
     fn schema(&self) -> SchemaRef {
         schema()
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::Temporary
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
         let rows = Self::rows(&LanceSessionCache::for_config(state.config())).await;
         let column = |f: fn(&Row) -> Option<u64>| {
             Arc::new(UInt64Array::from(rows.iter().map(f).collect::<Vec<_>>()))
@@ -157,7 +147,7 @@ impl TableProvider for CacheStatsTable {
         Ok(MemorySourceConfig::try_new_exec(
             &[vec![batch]],
             schema(),
-            projection.cloned(),
+            None,
         )?)
     }
 }

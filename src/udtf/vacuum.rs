@@ -26,17 +26,17 @@ use chrono::TimeDelta;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{ScalarValue, plan_err};
-use datafusion::datasource::{TableProvider, TableType};
+use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::error::Error;
-use crate::location::TableLocation;
-use crate::physical_plan::target::project;
+use crate::location::{TableLocation, redact_uri};
 use crate::physical_plan::vacuum::vacuum_schema;
 use crate::physical_plan::{LanceVacuumExec, VacuumOptions};
 use crate::table::lookup::table_or_location;
+use crate::table::statement::{Statement, StatementTable};
 
 /// SQL name of the vacuum function.
 pub const VACUUM_FUNCTION_NAME: &str = "lance_vacuum";
@@ -108,7 +108,7 @@ impl TableFunctionImpl for VacuumFunction {
                 }
             }
         }
-        Ok(Arc::new(VacuumTable {
+        Ok(StatementTable::provider(Vacuum {
             target,
             location: None,
             options,
@@ -117,7 +117,7 @@ impl TableFunctionImpl for VacuumFunction {
 }
 
 /// `lance_vacuum(...)` as a table: scanning it plans a [`LanceVacuumExec`].
-pub(crate) struct VacuumTable {
+pub(crate) struct Vacuum {
     /// The table or location as the query names it.
     pub(crate) target: String,
     /// Where it lives, once resolved (see [`crate::resolve_lance_tables`]).
@@ -125,36 +125,26 @@ pub(crate) struct VacuumTable {
     pub(crate) options: VacuumOptions,
 }
 
-impl fmt::Debug for VacuumTable {
+impl fmt::Debug for Vacuum {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("VacuumTable")
-            .field("target", &self.target)
+        // The target may be a location with credentials in it.
+        f.debug_struct("Vacuum")
+            .field("target", &redact_uri(&self.target))
             .finish_non_exhaustive()
     }
 }
 
 #[async_trait]
-impl TableProvider for VacuumTable {
+impl Statement for Vacuum {
     fn schema(&self) -> SchemaRef {
         vacuum_schema()
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::Temporary
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
         let location = match &self.location {
             Some(location) => location.clone(),
             None => table_or_location(state, &self.target).await?,
         };
-        let vacuum = Arc::new(LanceVacuumExec::new(location, self.options));
-        project(vacuum, projection)
+        Ok(Arc::new(LanceVacuumExec::new(location, self.options)))
     }
 }

@@ -19,17 +19,18 @@ use datafusion::arrow::array::{RecordBatch, StringArray, TimestampMicrosecondArr
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{ScalarValue, plan_err};
+use datafusion::datasource::TableProvider;
 use datafusion::datasource::memory::MemorySourceConfig;
-use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::config::VersionSpec;
 use crate::error::Error;
-use crate::location::TableLocation;
+use crate::location::{TableLocation, redact_uri};
 use crate::session::LanceSessionCache;
 use crate::table::lookup::table_or_location;
+use crate::table::statement::{Statement, StatementTable};
 
 /// SQL name of the version-history function.
 pub const VERSIONS_FUNCTION_NAME: &str = "lance_versions";
@@ -50,7 +51,7 @@ impl TableFunctionImpl for VersionsFunction {
                 );
             }
         };
-        Ok(Arc::new(VersionsTable {
+        Ok(StatementTable::provider(Versions {
             target,
             location: None,
         }))
@@ -71,32 +72,32 @@ fn schema() -> SchemaRef {
     ]))
 }
 
-/// `lance_versions('<target>')` as a table (read when the query is planned).
-#[derive(Debug)]
-pub(crate) struct VersionsTable {
+/// `lance_versions('<target>')` as a statement (read when the query is
+/// planned).
+pub(crate) struct Versions {
     /// The table or location as the query names it.
     pub(crate) target: String,
     /// Where it lives, once resolved (see [`crate::resolve_lance_tables`]).
     pub(crate) location: Option<TableLocation>,
 }
 
+impl std::fmt::Debug for Versions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The target may be a location with credentials in it.
+        f.debug_struct("Versions")
+            .field("target", &redact_uri(&self.target))
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
 #[async_trait]
-impl TableProvider for VersionsTable {
+impl Statement for Versions {
     fn schema(&self) -> SchemaRef {
         schema()
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::Temporary
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
         let location = match &self.location {
             Some(location) => location.clone(),
             None => table_or_location(state, &self.target).await?,
@@ -153,7 +154,7 @@ impl TableProvider for VersionsTable {
         Ok(MemorySourceConfig::try_new_exec(
             &[vec![batch]],
             schema(),
-            projection.cloned(),
+            None,
         )?)
     }
 }

@@ -25,8 +25,6 @@
 
 mod clauses;
 
-use std::sync::Arc;
-
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema, Result as DFResult, not_impl_err, plan_err};
 use datafusion::datasource::TableProvider;
@@ -46,7 +44,8 @@ use datafusion::sql::sqlparser::parser::Parser;
 
 use self::clauses::{Clauses, ExprPlanner};
 use crate::table::lookup::lance_table;
-use crate::table::merge::LanceMergeTable;
+use crate::table::merge::LanceMerge;
+use crate::table::statement::StatementTable;
 
 /// The two sides of a merge, by the names the statement gives them.
 struct Sides {
@@ -153,11 +152,10 @@ pub(crate) async fn plan_merge_into(state: &SessionState, merge: &Merge) -> DFRe
     let clauses = Clauses::plan(merge, &planner, &sides, &keys, &idents)?;
     let source = clauses.source_projection(source, &keys, &sides)?;
     let options = clauses.options(&sides, &planner.schema)?;
-    let table =
-        LanceMergeTable::new(reference.to_string(), source, keys, options).with_target(target);
+    let table = LanceMerge::new(reference.to_string(), source, keys, options).with_target(target);
     LogicalPlanBuilder::scan(
         format!("lance_merge({reference})"),
-        provider_as_source(Arc::new(table)),
+        provider_as_source(StatementTable::provider(table)),
         None,
     )?
     .project(["inserted", "updated", "deleted", "version"].map(col))?
