@@ -168,6 +168,8 @@ async fn merges_from_separate_processes_keep_each_key_once() {
         .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_lance-sql"))
                 .args(["-q", "--format", "csv"])
+                // The REPL keeps its history in the working directory.
+                .current_dir(dir.path())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
