@@ -42,8 +42,43 @@ use crate::physical_plan::{CommitKind, LanceCommitExec, LanceWriteExec, WriteTar
 use crate::table::create::storable_type;
 
 /// Registers `STORED AS LANCE` for `COPY ... TO`.
+///
+/// The factory a session registers has no options: each `COPY` gives its
+/// own. [`crate::resolve_lance_tables`] moves a `COPY`'s options into the
+/// factory of its plan, so that they travel with an encoded plan
+/// (`datafusion-proto` does not encode a `COPY`'s options).
 #[derive(Debug, Default)]
-pub struct LanceFormatFactory {}
+pub struct LanceFormatFactory {
+    options: Option<LanceTableOptions>,
+}
+
+impl LanceFormatFactory {
+    /// The factory of one `COPY`, holding its options.
+    pub(crate) fn with_options(options: LanceTableOptions) -> Self {
+        Self {
+            options: Some(options),
+        }
+    }
+
+    /// The options of the `COPY` this factory belongs to, if it holds them.
+    pub(crate) fn copy_options(&self) -> Option<&LanceTableOptions> {
+        self.options.as_ref()
+    }
+
+    /// Parses a `COPY`'s options.
+    pub(crate) fn parse_options(
+        format_options: &HashMap<String, String>,
+    ) -> DFResult<LanceTableOptions> {
+        let options = LanceTableOptions::from_options(format_options)?;
+        if !options.version.is_latest() {
+            return Err(Error::unsupported(
+                "'lance.version' and 'lance.tag' do not apply to COPY, which creates a new table",
+            )
+            .into());
+        }
+        Ok(options)
+    }
+}
 
 impl GetExt for LanceFormatFactory {
     fn get_ext(&self) -> String {
@@ -57,13 +92,10 @@ impl FileFormatFactory for LanceFormatFactory {
         _state: &dyn Session,
         format_options: &HashMap<String, String>,
     ) -> DFResult<Arc<dyn FileFormat>> {
-        let options = LanceTableOptions::from_options(format_options)?;
-        if !options.version.is_latest() {
-            return Err(Error::unsupported(
-                "'lance.version' and 'lance.tag' do not apply to COPY, which creates a new table",
-            )
-            .into());
-        }
+        let options = match &self.options {
+            Some(options) if format_options.is_empty() => options.clone(),
+            _ => Self::parse_options(format_options)?,
+        };
         Ok(Arc::new(LanceFormat { options }))
     }
 

@@ -22,20 +22,20 @@ use super::{
     decode_vacuum, encode_merge_options, encode_message, encode_schema, encode_snapshot,
     encode_vacuum, malformed, required, storage_policy_builders,
 };
-use crate::config::{LanceTableOptions, VersionSpec, parse_storage_version};
 use crate::format::LanceFormatFactory;
 use crate::location::TableLocation;
 use crate::session::LanceSessionCache;
-use crate::table::dml::{DmlOp, LanceDmlTable};
-use crate::table::merge::LanceMergeTable;
+use crate::table::dml::{DmlOp, LanceDml};
+use crate::table::merge::LanceMerge;
+use crate::table::statement::{StatementTable, statement_of};
 use crate::table::{LanceTableProvider, ProviderParts};
-use crate::udtf::cache_stats::CacheStatsTable;
-use crate::udtf::vacuum::VacuumTable;
-use crate::udtf::versions::VersionsTable;
+use crate::udtf::cache_stats::CacheStats;
+use crate::udtf::vacuum::Vacuum;
+use crate::udtf::versions::Versions;
 
-/// Marks the bytes of `STORED AS LANCE` (which has no options of its own:
-/// `COPY` carries them).
-const LANCE_FORMAT_MAGIC: &[u8] = b"datafusion-lance:format:1";
+/// Starts the bytes of `STORED AS LANCE` (telling them from the formats
+/// DataFusion's default codec encodes).
+const LANCE_FORMAT_MAGIC: &[u8] = b"datafusion-lance:format:";
 
 /// Encodes and decodes the table providers this crate creates (see the
 /// [module docs](super)); anything else (other providers, file formats,
@@ -64,11 +64,6 @@ impl LanceLogicalCodec {
             constraints,
             row_addr,
         } = table.parts();
-        let (version, tag) = match &options.version {
-            VersionSpec::Latest => (None, None),
-            VersionSpec::Version(v) => (Some(*v), None),
-            VersionSpec::Tag(t) => (None, Some(t.clone())),
-        };
         let primary_key = constraints
             .iter()
             .flat_map(|c| c.iter())
@@ -80,14 +75,7 @@ impl LanceLogicalCodec {
         Ok(proto::Table {
             name,
             location: Some(self.storage.encode_location(&location)),
-            options: Some(proto::TableOptions {
-                version,
-                tag,
-                max_rows_per_file: options.max_rows_per_file.map(|n| n as u64),
-                max_rows_per_group: options.max_rows_per_group.map(|n| n as u64),
-                data_storage_version: options.data_storage_version.map(|v| v.to_string()),
-                enable_stable_row_ids: options.enable_stable_row_ids,
-            }),
+            options: Some(self.storage.encode_table_options(&options)),
             pinned: pinned.as_ref().map(encode_snapshot),
             resolved: resolved.as_ref().map(encode_snapshot),
             schema: Some(encode_schema(&schema)?),
@@ -102,25 +90,10 @@ impl LanceLogicalCodec {
         ctx: &TaskContext,
     ) -> DFResult<Arc<LanceTableProvider>> {
         let table = required(table, "table")?;
-        let o = required(table.options, "table options")?;
         let location = self.storage.decode_location(table.location)?;
-        let version = match (o.version, o.tag) {
-            (None, None) => VersionSpec::Latest,
-            (Some(v), None) => VersionSpec::Version(v),
-            (None, Some(t)) => VersionSpec::Tag(t),
-            _ => return Err(malformed("a table pinned to a version and a tag")),
-        };
-        let options = LanceTableOptions {
-            version,
-            storage_options: location.storage_options.clone(),
-            max_rows_per_file: o.max_rows_per_file.map(|n| n as usize),
-            max_rows_per_group: o.max_rows_per_group.map(|n| n as usize),
-            data_storage_version: o
-                .data_storage_version
-                .map(|v| parse_storage_version("lance.data_storage_version", &v))
-                .transpose()?,
-            enable_stable_row_ids: o.enable_stable_row_ids,
-        };
+        let options = self
+            .storage
+            .decode_table_options(table.options, location.storage_options.clone())?;
         let constraints = (!table.primary_key.is_empty()).then(|| {
             Constraints::new_unverified(vec![Constraint::PrimaryKey(
                 table.primary_key.iter().map(|&i| i as usize).collect(),
@@ -144,7 +117,7 @@ impl LanceLogicalCodec {
 
     fn encode_target(&self, name: &str, location: Option<&TableLocation>) -> proto::NamedTarget {
         proto::NamedTarget {
-            name: name.to_string(),
+            name: self.storage.encode_name(name),
             location: location.map(|l| self.storage.encode_location(l)),
         }
     }
@@ -177,7 +150,7 @@ impl LanceLogicalCodec {
         if let Some(table) = provider.downcast_ref::<LanceTableProvider>() {
             return Ok(Some(Table::Lance(self.encode_table(table)?)));
         }
-        if let Some(dml) = provider.downcast_ref::<LanceDmlTable>() {
+        if let Some(dml) = statement_of::<LanceDml>(provider) {
             return Ok(Some(Table::Dml(proto::DmlTable {
                 op: match dml.op() {
                     DmlOp::Delete => "delete".into(),
@@ -187,7 +160,7 @@ impl LanceLogicalCodec {
                 input: Some(self.encode_plan(dml.input())?),
             })));
         }
-        if let Some(merge) = provider.downcast_ref::<LanceMergeTable>() {
+        if let Some(merge) = statement_of::<LanceMerge>(provider) {
             return Ok(Some(Table::Merge(proto::MergeTable {
                 target_name: merge.target_name().to_string(),
                 target: merge
@@ -199,18 +172,18 @@ impl LanceLogicalCodec {
                 options: Some(encode_merge_options(merge.options(), self)?),
             })));
         }
-        if let Some(versions) = provider.downcast_ref::<VersionsTable>() {
+        if let Some(versions) = statement_of::<Versions>(provider) {
             return Ok(Some(Table::Versions(
                 self.encode_target(&versions.target, versions.location.as_ref()),
             )));
         }
-        if let Some(vacuum) = provider.downcast_ref::<VacuumTable>() {
+        if let Some(vacuum) = statement_of::<Vacuum>(provider) {
             return Ok(Some(Table::Vacuum(proto::VacuumTable {
                 target: Some(self.encode_target(&vacuum.target, vacuum.location.as_ref())),
                 vacuum: Some(encode_vacuum(vacuum.options)),
             })));
         }
-        if provider.downcast_ref::<CacheStatsTable>().is_some() {
+        if statement_of::<CacheStats>(provider).is_some() {
             return Ok(Some(Table::CacheStats(proto::Empty {})));
         }
         Ok(None)
@@ -251,14 +224,14 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
                     "update" => DmlOp::Update,
                     other => return Err(malformed(format!("statement '{other}'"))),
                 };
-                Arc::new(LanceDmlTable::new(
+                StatementTable::provider(LanceDml::new(
                     op,
                     self.decode_table(dml.target, ctx)?,
                     self.decode_plan(dml.input, ctx)?,
                 ))
             }
             Table::Merge(merge) => {
-                let mut table = LanceMergeTable::new(
+                let mut table = LanceMerge::new(
                     merge.target_name,
                     self.decode_plan(merge.source, ctx)?,
                     merge.keys,
@@ -267,21 +240,21 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
                 if merge.target.is_some() {
                     table = table.with_target(self.decode_table(merge.target, ctx)?);
                 }
-                Arc::new(table)
+                StatementTable::provider(table)
             }
             Table::Versions(target) => {
                 let (target, location) = self.decode_target(Some(target))?;
-                Arc::new(VersionsTable { target, location })
+                StatementTable::provider(Versions { target, location })
             }
             Table::Vacuum(vacuum) => {
                 let (target, location) = self.decode_target(vacuum.target)?;
-                Arc::new(VacuumTable {
+                StatementTable::provider(Vacuum {
                     target,
                     location,
                     options: decode_vacuum(vacuum.vacuum)?,
                 })
             }
-            Table::CacheStats(_) => Arc::new(CacheStatsTable::default()),
+            Table::CacheStats(_) => StatementTable::provider(CacheStats::default()),
         })
     }
 
@@ -310,10 +283,19 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
         buf: &[u8],
         ctx: &TaskContext,
     ) -> DFResult<Arc<dyn FileFormatFactory>> {
-        if buf == LANCE_FORMAT_MAGIC {
-            return Ok(Arc::new(LanceFormatFactory {}));
-        }
-        DefaultLogicalExtensionCodec {}.try_decode_file_format(buf, ctx)
+        let Some(message) = buf.strip_prefix(LANCE_FORMAT_MAGIC) else {
+            return DefaultLogicalExtensionCodec {}.try_decode_file_format(buf, ctx);
+        };
+        let format = proto::Format::decode(message).map_err(malformed)?;
+        check_format(format.format)?;
+        let storage = self.storage.decode_storage(
+            format
+                .storage
+                .map(|l| l.storage_options)
+                .unwrap_or_default(),
+        );
+        let options = self.storage.decode_table_options(format.options, storage)?;
+        Ok(Arc::new(LanceFormatFactory::with_options(options)))
     }
 
     fn try_encode_file_format(
@@ -321,10 +303,25 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
         buf: &mut Vec<u8>,
         node: Arc<dyn FileFormatFactory>,
     ) -> DFResult<()> {
-        if node.is::<LanceFormatFactory>() {
-            buf.extend_from_slice(LANCE_FORMAT_MAGIC);
-            return Ok(());
-        }
-        DefaultLogicalExtensionCodec {}.try_encode_file_format(buf, node)
+        let Some(factory) = node.downcast_ref::<LanceFormatFactory>() else {
+            return DefaultLogicalExtensionCodec {}.try_encode_file_format(buf, node);
+        };
+        let Some(options) = factory.copy_options() else {
+            return Err(DataFusionError::NotImplemented(
+                "LanceLogicalCodec: a COPY ... STORED AS LANCE plan must be resolved with \
+                 datafusion_lance::resolve_lance_tables before it is encoded (datafusion-proto \
+                 does not encode a COPY's OPTIONS; resolving moves them into the plan)"
+                    .into(),
+            ));
+        };
+        buf.extend_from_slice(LANCE_FORMAT_MAGIC);
+        encode_message(
+            &proto::Format {
+                format: proto::FORMAT,
+                options: Some(self.storage.encode_table_options(options)),
+                storage: Some(self.storage.encode_storage("", &options.storage_options)),
+            },
+            buf,
+        )
     }
 }

@@ -11,18 +11,23 @@
 //! * [`LanceLogicalCodec`] encodes every table provider the crate creates:
 //!   Lance tables (location, version pin, table options and schema — never
 //!   the manifest), the planned forms of `DELETE`, `UPDATE`, `lance_merge`,
-//!   `INSERT OR REPLACE` and `MERGE INTO` (nested plans included) and the
-//!   table functions.
+//!   `INSERT OR REPLACE` and `MERGE INTO` (nested plans included), the
+//!   table functions, and `COPY ... STORED AS LANCE` with its options.
+//!
+//! Encode a logical plan after [`crate::resolve_lance_tables`]: it fixes the
+//! versions the plan reads, looks up the tables that statements name, and
+//! moves a `COPY`'s options into the plan (`datafusion-proto` drops them
+//! otherwise, so an unresolved `COPY ... STORED AS LANCE` is refused).
 //!
 //! # Credentials
 //!
-//! A table's storage options (keys, tokens, endpoints) are **not** encoded
-//! by default: a worker reaches the store with its own credentials — its
-//! environment (`AWS_*`, ...), or the options given to its codec with
-//! `with_default_storage_options`. An encoder built with
-//! `with_storage_options_in_plan(true)` carries them in the bytes instead
-//! (anyone who can read the plan can then read them). Either way they never
-//! appear in `EXPLAIN` or `Debug`.
+//! A table's storage options (keys, tokens, endpoints) and any user info or
+//! query string in its URI are **not** encoded by default: a worker reaches
+//! the store with its own credentials — its environment (`AWS_*`, ...), or
+//! the options given to its codec with `with_default_storage_options`. An
+//! encoder built with `with_storage_options_in_plan(true)` carries them in
+//! the bytes instead (anyone who can read the plan can then read them).
+//! Either way they never appear in `EXPLAIN` or `Debug`.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -54,7 +59,7 @@ mod logical;
 mod physical;
 mod proto;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -70,8 +75,8 @@ use prost::Message;
 pub use logical::LanceLogicalCodec;
 pub use physical::LancePhysicalCodec;
 
-use crate::config::{CommitBudget, parse_storage_version};
-use crate::location::{Snapshot, TableLocation};
+use crate::config::{CommitBudget, LanceTableOptions, VersionSpec, parse_storage_version};
+use crate::location::{Snapshot, TableLocation, redact_uri};
 use crate::physical_plan::merge_options::{
     MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
 };
@@ -97,23 +102,94 @@ impl fmt::Debug for StoragePolicy {
 
 impl StoragePolicy {
     fn encode_location(&self, location: &TableLocation) -> proto::Location {
-        proto::Location {
-            uri: location.uri.clone(),
-            storage_options: if self.carry {
-                location.storage_options.clone().into_iter().collect()
-            } else {
-                Default::default()
-            },
+        self.encode_storage(&location.uri, &location.storage_options)
+    }
+
+    /// A location (`uri` may be empty) with the credentials the policy lets
+    /// travel: the URI's user info and query string count as credentials.
+    fn encode_storage(
+        &self,
+        uri: &str,
+        storage_options: &BTreeMap<String, String>,
+    ) -> proto::Location {
+        if self.carry {
+            proto::Location {
+                uri: uri.to_string(),
+                storage_options: storage_options.clone().into_iter().collect(),
+            }
+        } else {
+            proto::Location {
+                uri: redact_uri(uri),
+                storage_options: Default::default(),
+            }
         }
+    }
+
+    /// The storage options a decoded location uses: its own, else this
+    /// process's defaults.
+    fn decode_storage(&self, options: HashMap<String, String>) -> BTreeMap<String, String> {
+        if options.is_empty() {
+            self.defaults.clone()
+        } else {
+            options.into_iter().collect()
+        }
+    }
+
+    /// A table function's argument (a table name or a location) as it may
+    /// travel.
+    fn encode_name(&self, name: &str) -> String {
+        if self.carry {
+            name.to_string()
+        } else {
+            redact_uri(name)
+        }
+    }
+
+    fn encode_table_options(&self, options: &LanceTableOptions) -> proto::TableOptions {
+        let (version, tag) = match &options.version {
+            VersionSpec::Latest => (None, None),
+            VersionSpec::Version(v) => (Some(*v), None),
+            VersionSpec::Tag(t) => (None, Some(t.clone())),
+        };
+        proto::TableOptions {
+            version,
+            tag,
+            max_rows_per_file: options.max_rows_per_file.map(|n| n as u64),
+            max_rows_per_group: options.max_rows_per_group.map(|n| n as u64),
+            data_storage_version: options.data_storage_version.map(|v| v.to_string()),
+            enable_stable_row_ids: options.enable_stable_row_ids,
+        }
+    }
+
+    /// Table options with `storage_options` as the storage options.
+    fn decode_table_options(
+        &self,
+        options: Option<proto::TableOptions>,
+        storage_options: BTreeMap<String, String>,
+    ) -> DFResult<LanceTableOptions> {
+        let o = required(options, "table options")?;
+        let version = match (o.version, o.tag) {
+            (None, None) => VersionSpec::Latest,
+            (Some(v), None) => VersionSpec::Version(v),
+            (None, Some(t)) => VersionSpec::Tag(t),
+            _ => return Err(malformed("a table pinned to a version and a tag")),
+        };
+        Ok(LanceTableOptions {
+            version,
+            storage_options,
+            max_rows_per_file: o.max_rows_per_file.map(|n| n as usize),
+            max_rows_per_group: o.max_rows_per_group.map(|n| n as usize),
+            data_storage_version: o
+                .data_storage_version
+                .map(|v| parse_storage_version("lance.data_storage_version", &v))
+                .transpose()?,
+            enable_stable_row_ids: o.enable_stable_row_ids,
+        })
     }
 
     fn decode_location(&self, location: Option<proto::Location>) -> DFResult<TableLocation> {
         let location = required(location, "location")?;
-        let options = if location.storage_options.is_empty() {
-            self.defaults.clone()
-        } else {
-            location.storage_options.into_iter().collect()
-        };
+        let options = self.decode_storage(location.storage_options);
         Ok(TableLocation::new(location.uri, options))
     }
 

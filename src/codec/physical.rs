@@ -5,11 +5,17 @@ use std::sync::Arc;
 use datafusion::datasource::sink::DataSinkExec;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{LexRequirement, PhysicalSortExpr};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_proto::logical_plan::DefaultLogicalExtensionCodec;
 use datafusion_proto::logical_plan::from_proto::parse_expr;
 use datafusion_proto::logical_plan::to_proto::serialize_expr;
-use datafusion_proto::physical_plan::PhysicalExtensionCodec;
+use datafusion_proto::physical_plan::from_proto::parse_physical_sort_exprs;
+use datafusion_proto::physical_plan::to_proto::serialize_physical_sort_exprs;
+use datafusion_proto::physical_plan::{
+    DefaultPhysicalProtoConverter, PhysicalExtensionCodec, PhysicalPlanDecodeContext,
+};
+use datafusion_proto::protobuf::PhysicalSortExprNodeCollection;
 use prost::Message;
 
 use super::proto::{self, physical_node::Node};
@@ -53,6 +59,7 @@ impl LancePhysicalCodec {
             return Ok(Some(Node::Commit(proto::CommitNode {
                 target: Some(s.encode_target(commit.target())?),
                 kind: encode_kind(commit.kind()),
+                sort_order: None,
             })));
         }
         if let Some(delete) = node.downcast_ref::<LanceDeleteExec>() {
@@ -78,13 +85,26 @@ impl LancePhysicalCodec {
                 vacuum: Some(encode_vacuum(vacuum.options())),
             })));
         }
-        if let Some(sink) = node
-            .downcast_ref::<DataSinkExec>()
-            .and_then(|exec| exec.sink().downcast_ref::<LanceSink>())
+        if let Some(exec) = node.downcast_ref::<DataSinkExec>()
+            && let Some(sink) = exec.sink().downcast_ref::<LanceSink>()
         {
+            let sort_order = exec
+                .sort_order()
+                .as_ref()
+                .map(|requirement| {
+                    let exprs = requirement
+                        .iter()
+                        .map(|r| PhysicalSortExpr::from(r.clone()));
+                    serialize_physical_sort_exprs(exprs, self, &DefaultPhysicalProtoConverter {})
+                        .map(|nodes| PhysicalSortExprNodeCollection {
+                            physical_sort_expr_nodes: nodes,
+                        })
+                })
+                .transpose()?;
             return Ok(Some(Node::Sink(proto::CommitNode {
                 target: Some(s.encode_target(sink.target())?),
                 kind: encode_kind(sink.kind()),
+                sort_order,
             })));
         }
         Ok(None)
@@ -216,14 +236,30 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
                 s.decode_location(vacuum.location)?,
                 decode_vacuum(vacuum.vacuum)?,
             )),
-            Node::Sink(sink) => Arc::new(DataSinkExec::new(
-                input("DataSinkExec")?,
-                Arc::new(LanceSink::new(
-                    s.decode_target(sink.target)?,
-                    decode_kind(&sink.kind)?,
-                )),
-                None,
-            )),
+            Node::Sink(sink) => {
+                let input = input("DataSinkExec")?;
+                let sort_order = match &sink.sort_order {
+                    Some(collection) => LexRequirement::new(
+                        parse_physical_sort_exprs(
+                            &collection.physical_sort_expr_nodes,
+                            &PhysicalPlanDecodeContext::new(ctx, self),
+                            &input.schema(),
+                            &DefaultPhysicalProtoConverter {},
+                        )?
+                        .into_iter()
+                        .map(Into::into),
+                    ),
+                    None => None,
+                };
+                Arc::new(DataSinkExec::new(
+                    input,
+                    Arc::new(LanceSink::new(
+                        s.decode_target(sink.target)?,
+                        decode_kind(&sink.kind)?,
+                    )),
+                    sort_order,
+                ))
+            }
         })
     }
 

@@ -4,18 +4,37 @@
 
 use std::collections::HashMap;
 
-use datafusion_proto::protobuf::{LogicalExprNode, LogicalPlanNode, Schema};
+use datafusion_proto::protobuf::{
+    LogicalExprNode, LogicalPlanNode, PhysicalSortExprNodeCollection, Schema,
+};
 
 /// The version of this encoding; a decoder refuses others.
 pub(crate) const FORMAT: u32 = 1;
 
+/// Where a table lives. `Debug` shows neither credentials in the URI nor
+/// storage option values (every message holding one prints it this way).
 #[derive(Clone, PartialEq, prost::Message)]
+#[prost(skip_debug)]
 pub(crate) struct Location {
+    /// Redacted (no user info or query string) unless the encoder was told to
+    /// carry credentials.
     #[prost(string, tag = "1")]
     pub uri: String,
     /// Empty unless the encoder was told to carry storage options.
     #[prost(map = "string, string", tag = "2")]
     pub storage_options: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Location")
+            .field("uri", &crate::location::redact_uri(&self.uri))
+            .field(
+                "storage_options",
+                &self.storage_options.keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -112,6 +131,9 @@ pub(crate) struct CommitNode {
     pub target: Option<WriteTarget>,
     #[prost(string, tag = "2")]
     pub kind: String,
+    /// The input ordering a `DataSinkExec` requires, if any.
+    #[prost(message, optional, tag = "3")]
+    pub sort_order: Option<PhysicalSortExprNodeCollection>,
 }
 
 /// A merge condition: SQL text not planned yet, or a planned expression.
@@ -214,6 +236,19 @@ pub(crate) struct TableOptions {
     pub data_storage_version: Option<String>,
     #[prost(bool, optional, tag = "6")]
     pub enable_stable_row_ids: Option<bool>,
+}
+
+/// `STORED AS LANCE` with the `OPTIONS` of its `COPY`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Format {
+    #[prost(uint32, tag = "1")]
+    pub format: u32,
+    #[prost(message, optional, tag = "2")]
+    pub options: Option<TableOptions>,
+    /// Its storage options (in `Location` form, to share its policy; the
+    /// URI is empty).
+    #[prost(message, optional, tag = "3")]
+    pub storage: Option<Location>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -85,7 +85,7 @@ impl WriteOptions {
 /// version the statement read, its schema and the statement's write options.
 /// No handle: a task opens what it needs through its process's Lance session
 /// when it runs.
-#[derive(Clone)]
+#[derive(Clone, PartialEq)]
 pub struct WriteTarget {
     /// Table name (or location) for messages.
     pub(crate) table: String,

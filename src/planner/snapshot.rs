@@ -16,10 +16,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
+use datafusion::datasource::file_format::{
+    FileFormatFactory, file_type_to_format, format_as_file_type,
+};
 use datafusion::datasource::{DefaultTableSource, TableProvider, provider_as_source};
 use datafusion::error::Result as DFResult;
 use datafusion::execution::context::QueryPlanner;
 use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::dml::CopyTo;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, TableScan, TableSource};
 use datafusion::physical_plan::ExecutionPlan;
 use futures::FutureExt;
@@ -28,12 +32,14 @@ use lance::Dataset;
 use lance_io::object_store::ObjectStoreParams;
 
 use crate::config::VersionSpec;
+use crate::format::LanceFormatFactory;
 use crate::table::LanceTableProvider;
-use crate::table::dml::LanceDmlTable;
+use crate::table::dml::LanceDml;
 use crate::table::lookup::table_or_location;
-use crate::table::merge::LanceMergeTable;
-use crate::udtf::vacuum::VacuumTable;
-use crate::udtf::versions::VersionsTable;
+use crate::table::merge::LanceMerge;
+use crate::table::statement::{StatementTable, statement_of};
+use crate::udtf::vacuum::Vacuum;
+use crate::udtf::versions::Versions;
 
 /// Resolves every Lance table a statement references to one version, then
 /// delegates to the wrapped planner (see the module docs).
@@ -132,37 +138,41 @@ impl Snapshots {
                 let dataset = self.dataset(table, state).await?;
                 return Ok(Some(Arc::new(table.at_snapshot(dataset)) as _));
             }
-            if let Some(dml) = provider.downcast_ref::<LanceDmlTable>() {
+            if let Some(dml) = statement_of::<LanceDml>(provider.as_ref()) {
                 let target = self.fix_table(dml.target(), state).await?;
                 let input = self.fix(state.optimize(dml.input())?, state).await?;
-                return Ok(Some(Arc::new(dml.with_parts(target, input)) as _));
+                return Ok(Some(StatementTable::provider(
+                    dml.with_parts(target, input),
+                )));
             }
-            if let Some(merge) = provider.downcast_ref::<LanceMergeTable>() {
+            if let Some(merge) = statement_of::<LanceMerge>(provider.as_ref()) {
                 let target = merge.resolve_target(state).await?;
                 let target = self.fix_table(&target, state).await?;
                 let source = self.fix(state.optimize(merge.source())?, state).await?;
-                return Ok(Some(Arc::new(merge.with_parts(target, source)) as _));
+                return Ok(Some(StatementTable::provider(
+                    merge.with_parts(target, source),
+                )));
             }
-            if let Some(versions) = provider.downcast_ref::<VersionsTable>() {
+            if let Some(versions) = statement_of::<Versions>(provider.as_ref()) {
                 if versions.location.is_some() {
                     return Ok(None);
                 }
                 let location = table_or_location(state, &versions.target).await?;
-                return Ok(Some(Arc::new(VersionsTable {
+                return Ok(Some(StatementTable::provider(Versions {
                     target: versions.target.clone(),
                     location: Some(location),
-                }) as _));
+                })));
             }
-            if let Some(vacuum) = provider.downcast_ref::<VacuumTable>() {
+            if let Some(vacuum) = statement_of::<Vacuum>(provider.as_ref()) {
                 if vacuum.location.is_some() {
                     return Ok(None);
                 }
                 let location = table_or_location(state, &vacuum.target).await?;
-                return Ok(Some(Arc::new(VacuumTable {
+                return Ok(Some(StatementTable::provider(Vacuum {
                     target: vacuum.target.clone(),
                     location: Some(location),
                     options: vacuum.options,
-                }) as _));
+                })));
             }
             Ok(None)
         }
@@ -195,7 +205,7 @@ impl Snapshots {
                     fixed.push((provider_id(&provider), new));
                 }
             }
-            if fixed.is_empty() {
+            if fixed.is_empty() && !copies_to_lance(&plan)? {
                 return Ok(plan);
             }
             let replace = |source: &Arc<dyn TableSource>| -> Option<Arc<dyn TableSource>> {
@@ -221,12 +231,57 @@ impl Snapshots {
                     }))),
                     None => Ok(Transformed::no(LogicalPlan::Dml(dml))),
                 },
+                LogicalPlan::Copy(copy) => fix_copy(copy),
                 other => Ok(Transformed::no(other)),
             })
             .map(|t| t.data)
         }
         .boxed()
     }
+}
+
+/// The Lance format factory of a `COPY`, when it writes Lance.
+fn lance_format(copy: &CopyTo) -> Option<Arc<dyn FileFormatFactory>> {
+    let factory = file_type_to_format(&copy.file_type).ok()?;
+    factory.is::<LanceFormatFactory>().then_some(factory)
+}
+
+/// True when `plan` holds a `COPY ... STORED AS LANCE` not resolved yet.
+fn copies_to_lance(plan: &LogicalPlan) -> DFResult<bool> {
+    let mut found = false;
+    plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::Copy(copy) = node
+            && let Some(factory) = lance_format(copy)
+            && factory
+                .downcast_ref::<LanceFormatFactory>()
+                .is_some_and(|f| f.copy_options().is_none())
+        {
+            found = true;
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    Ok(found)
+}
+
+/// A `COPY ... STORED AS LANCE` with its options moved into its format
+/// factory, where they travel with an encoded plan.
+fn fix_copy(copy: CopyTo) -> DFResult<Transformed<LogicalPlan>> {
+    let unresolved = lance_format(&copy).is_some_and(|factory| {
+        factory
+            .downcast_ref::<LanceFormatFactory>()
+            .is_some_and(|f| f.copy_options().is_none())
+    });
+    if !unresolved {
+        return Ok(Transformed::no(LogicalPlan::Copy(copy)));
+    }
+    let options = LanceFormatFactory::parse_options(&copy.options)?;
+    let factory: Arc<dyn FileFormatFactory> = Arc::new(LanceFormatFactory::with_options(options));
+    Ok(Transformed::yes(LogicalPlan::Copy(CopyTo {
+        file_type: format_as_file_type(factory),
+        options: Default::default(),
+        ..copy
+    })))
 }
 
 fn provider_id(provider: &Arc<dyn TableProvider>) -> usize {

@@ -11,7 +11,7 @@ use datafusion::execution::session_state::SessionState;
 use super::LanceTableProvider;
 use crate::config::VersionSpec;
 use crate::error::{Error, Result};
-use crate::location::{TableLocation, normalize_uri};
+use crate::location::{TableLocation, normalize_uri, redact_uri};
 use crate::session::LanceSessionCache;
 
 /// The Lance table `reference` names in `state`: `None` when no table has
@@ -72,7 +72,8 @@ pub(crate) async fn table_or_location(
     {
         Ok(_) => Ok(location),
         Err(Error::DatasetNotFound { .. }) => Err(Error::unsupported(format!(
-            "'{target}' is neither a Lance table nor a Lance dataset location"
+            "'{}' is neither a Lance table nor a Lance dataset location",
+            redact_uri(target)
         ))
         .into()),
         Err(e) => Err(e.into()),
