@@ -1,6 +1,7 @@
 #![doc = include_str!("tour.md")]
 
 mod catalog;
+pub mod cluster;
 pub mod codec;
 mod config;
 mod error;

@@ -3,7 +3,9 @@
 //! Behaves like `datafusion-cli` (REPL, `-c`, `-f`, `--format`, `-q`,
 //! `--maxrows`, `\` commands), with `STORED AS LANCE`, `lance.*` settings,
 //! quoted `.lance` paths, the Lance table functions and `MERGE INTO`
-//! available. Exits non-zero when any statement fails.
+//! available. Exits non-zero when any statement fails. With `--cluster
+//! df://HOST:PORT` every statement runs on a Ballista cluster of
+//! `lance-cluster` processes.
 
 use std::io::BufRead;
 use std::path::Path;
@@ -59,6 +61,11 @@ struct Args {
     /// Enable syntax highlighting in the REPL.
     #[clap(long)]
     color: bool,
+
+    /// Run every statement on the Ballista cluster whose scheduler is at
+    /// this URL (df://HOST:PORT; see `lance-cluster`).
+    #[clap(long)]
+    cluster: Option<String>,
 }
 
 fn parse_command(command: &str) -> std::result::Result<String, String> {
@@ -125,6 +132,10 @@ async fn main_inner() -> Result<bool> {
         .build_arc()?;
     let ctx = SessionContext::new_with_config_rt(config, runtime);
     datafusion_lance::register_lance(&ctx)?;
+    let ctx = match &args.cluster {
+        Some(url) => datafusion_lance::cluster::connect(url, ctx.state()).await?,
+        None => ctx,
+    };
     let ctx = datafusion_lance::enable_lance_url_tables(ctx);
     ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
         Arc::clone(ctx.state().catalog_list()),

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::common::{Constraint, Constraints, TableReference, not_impl_err};
+use datafusion::common::{Constraint, Constraints, TableReference};
 use datafusion::datasource::TableProvider;
 use datafusion::datasource::file_format::FileFormatFactory;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::TaskContext;
-use datafusion::logical_expr::{Extension, LogicalPlan};
+use datafusion::logical_expr::{AggregateUDF, Extension, LogicalPlan, ScalarUDF, WindowUDF};
 use datafusion_proto::logical_plan::{
     AsLogicalPlan, DefaultLogicalExtensionCodec, LogicalExtensionCodec,
 };
@@ -38,17 +38,36 @@ use crate::udtf::versions::Versions;
 const LANCE_FORMAT_MAGIC: &[u8] = b"datafusion-lance:format:";
 
 /// Encodes and decodes the table providers this crate creates (see the
-/// [module docs](super)); anything else (other providers, file formats,
-/// functions) goes to DataFusion's default codec.
-#[derive(Debug, Clone, Default)]
+/// [module docs](super)); anything else (extension nodes, other providers,
+/// file formats, functions) goes to the fallback codec: DataFusion's default
+/// one unless [`with_fallback`](Self::with_fallback) names another (an
+/// engine's own, such as Ballista's).
+#[derive(Debug, Clone)]
 pub struct LanceLogicalCodec {
     storage: StoragePolicy,
+    fallback: Arc<dyn LogicalExtensionCodec>,
+}
+
+impl Default for LanceLogicalCodec {
+    fn default() -> Self {
+        Self {
+            storage: StoragePolicy::default(),
+            fallback: Arc::new(DefaultLogicalExtensionCodec {}),
+        }
+    }
 }
 
 impl LanceLogicalCodec {
     /// A codec that leaves storage options out of encoded plans.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Hands what is not Lance's (extension nodes, other table providers,
+    /// file formats, functions) to `fallback`.
+    pub fn with_fallback(mut self, fallback: Arc<dyn LogicalExtensionCodec>) -> Self {
+        self.fallback = fallback;
+        self
     }
 
     storage_policy_builders!();
@@ -193,28 +212,39 @@ impl LanceLogicalCodec {
 impl LogicalExtensionCodec for LanceLogicalCodec {
     fn try_decode(
         &self,
-        _buf: &[u8],
-        _inputs: &[LogicalPlan],
-        _ctx: &TaskContext,
+        buf: &[u8],
+        inputs: &[LogicalPlan],
+        ctx: &TaskContext,
     ) -> DFResult<Extension> {
-        not_impl_err!("LanceLogicalCodec: Lance plans have no extension nodes")
+        // Lance plans have no extension nodes.
+        self.fallback.try_decode(buf, inputs, ctx)
     }
 
-    fn try_encode(&self, node: &Extension, _buf: &mut Vec<u8>) -> DFResult<()> {
-        not_impl_err!(
-            "LanceLogicalCodec cannot encode the extension node {}",
-            node.node.name()
-        )
+    fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> DFResult<()> {
+        self.fallback.try_encode(node, buf).map_err(|_| {
+            DataFusionError::NotImplemented(format!(
+                "LanceLogicalCodec cannot encode the extension node {}",
+                node.node.name()
+            ))
+        })
     }
 
     fn try_decode_table_provider(
         &self,
         buf: &[u8],
-        _table_ref: &TableReference,
-        _schema: SchemaRef,
+        table_ref: &TableReference,
+        schema: SchemaRef,
         ctx: &TaskContext,
     ) -> DFResult<Arc<dyn TableProvider>> {
-        let message = proto::Provider::decode(buf).map_err(malformed)?;
+        let message = match proto::Provider::decode(buf) {
+            Ok(message) if message.table.is_some() => message,
+            // Not a Lance provider.
+            _ => {
+                return self
+                    .fallback
+                    .try_decode_table_provider(buf, table_ref, schema, ctx);
+            }
+        };
         check_format(message.format)?;
         Ok(match required(message.table, "table")? {
             Table::Lance(table) => self.decode_table(Some(table), ctx)?,
@@ -272,9 +302,16 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
                 },
                 buf,
             ),
-            None => Err(DataFusionError::NotImplemented(format!(
-                "LanceLogicalCodec cannot encode table '{table_ref}': not a Lance table"
-            ))),
+            None => self
+                .fallback
+                .try_encode_table_provider(table_ref, node, buf)
+                .map_err(|_| {
+                    DataFusionError::NotImplemented(format!(
+                        "cannot encode table '{table_ref}' for another process: it is not a \
+                         Lance table and has no codec (DataFusion's table functions such as \
+                         generate_series have none)"
+                    ))
+                }),
         }
     }
 
@@ -284,7 +321,7 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
         ctx: &TaskContext,
     ) -> DFResult<Arc<dyn FileFormatFactory>> {
         let Some(message) = buf.strip_prefix(LANCE_FORMAT_MAGIC) else {
-            return DefaultLogicalExtensionCodec {}.try_decode_file_format(buf, ctx);
+            return self.fallback.try_decode_file_format(buf, ctx);
         };
         let format = proto::Format::decode(message).map_err(malformed)?;
         check_format(format.format)?;
@@ -304,7 +341,7 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
         node: Arc<dyn FileFormatFactory>,
     ) -> DFResult<()> {
         let Some(factory) = node.downcast_ref::<LanceFormatFactory>() else {
-            return DefaultLogicalExtensionCodec {}.try_encode_file_format(buf, node);
+            return self.fallback.try_encode_file_format(buf, node);
         };
         let Some(options) = factory.copy_options() else {
             return Err(DataFusionError::NotImplemented(
@@ -323,5 +360,29 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
             },
             buf,
         )
+    }
+
+    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> DFResult<Arc<ScalarUDF>> {
+        self.fallback.try_decode_udf(name, buf)
+    }
+
+    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> DFResult<()> {
+        self.fallback.try_encode_udf(node, buf)
+    }
+
+    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> DFResult<Arc<AggregateUDF>> {
+        self.fallback.try_decode_udaf(name, buf)
+    }
+
+    fn try_encode_udaf(&self, node: &AggregateUDF, buf: &mut Vec<u8>) -> DFResult<()> {
+        self.fallback.try_encode_udaf(node, buf)
+    }
+
+    fn try_decode_udwf(&self, name: &str, buf: &[u8]) -> DFResult<Arc<WindowUDF>> {
+        self.fallback.try_decode_udwf(name, buf)
+    }
+
+    fn try_encode_udwf(&self, node: &WindowUDF, buf: &mut Vec<u8>) -> DFResult<()> {
+        self.fallback.try_encode_udwf(node, buf)
     }
 }

@@ -205,7 +205,7 @@ fn predicate(rng: &mut StdRng, depth: u32) -> String {
     }
 }
 
-fn query(rng: &mut StdRng, table: &str) -> String {
+pub(crate) fn query(rng: &mut StdRng, table: &str) -> String {
     let columns = ["id", "v", "s", "b", "d"];
     let mut projection: Vec<&str> = columns
         .iter()

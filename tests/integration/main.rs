@@ -8,6 +8,7 @@ mod fixtures;
 mod support;
 
 mod cli;
+mod cluster;
 mod codec;
 mod concurrency;
 mod contention;

@@ -1,0 +1,187 @@
+//! `lance-cluster`: a Ballista scheduler or executor that knows Lance.
+//!
+//! ```text
+//! lance-cluster scheduler --bind HOST:PORT
+//! lance-cluster executor --scheduler HOST:PORT --bind HOST:PORT [--slots N]
+//! ```
+//!
+//! Both register the Lance codecs, the `lance.*` settings and the
+//! process-level shared Lance session (see `datafusion_lance::cluster`).
+//! Port 0 picks a free port; the address actually used is printed on the
+//! first line of standard output once the process listens.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballista_scheduler::cluster::BallistaCluster;
+use clap::{Parser, Subcommand};
+use datafusion_lance::cluster::{executor_config, scheduler_config};
+
+#[derive(Debug, Parser)]
+#[clap(
+    name = "lance-cluster",
+    version,
+    about = "Ballista scheduler and executor with Lance tables built in"
+)]
+struct Args {
+    #[clap(subcommand)]
+    role: Role,
+}
+
+#[derive(Debug, Subcommand)]
+enum Role {
+    /// Run a scheduler: clients (`lance-sql --cluster df://HOST:PORT`) and
+    /// executors connect to it.
+    Scheduler {
+        /// Address to listen on (gRPC for clients and executors, and the
+        /// REST API under /api). Port 0 picks a free port.
+        #[clap(long, default_value = "127.0.0.1:50050")]
+        bind: SocketAddr,
+        /// Host name executors and clients reach this scheduler by (default:
+        /// the bind host).
+        #[clap(long)]
+        advertise_host: Option<String>,
+    },
+    /// Run an executor for the scheduler at `--scheduler`.
+    Executor {
+        /// The scheduler's HOST:PORT.
+        #[clap(long)]
+        scheduler: String,
+        /// Address of this executor's Arrow Flight service (shuffle data).
+        /// Port 0 picks a free port.
+        #[clap(long, default_value = "127.0.0.1:50051")]
+        bind: SocketAddr,
+        /// Port of this executor's gRPC service, on the bind host (default:
+        /// a free port).
+        #[clap(long)]
+        grpc_port: Option<u16>,
+        /// Tasks run at once (default: the number of cores).
+        #[clap(long)]
+        slots: Option<usize>,
+        /// Host name the scheduler and other executors reach this executor
+        /// by (default: the bind host).
+        #[clap(long)]
+        advertise_host: Option<String>,
+        /// Directory for shuffle files (default: a temporary directory).
+        #[clap(long)]
+        work_dir: Option<String>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let result = match Args::parse().role {
+        Role::Scheduler {
+            bind,
+            advertise_host,
+        } => scheduler(bind, advertise_host).await,
+        Role::Executor {
+            scheduler,
+            bind,
+            grpc_port,
+            slots,
+            advertise_host,
+            work_dir,
+        } => executor(scheduler, bind, grpc_port, slots, advertise_host, work_dir).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `bind`, with port 0 replaced by a port that is free now.
+fn with_port(bind: SocketAddr) -> std::io::Result<SocketAddr> {
+    if bind.port() != 0 {
+        return Ok(bind);
+    }
+    TcpListener::bind(bind)?.local_addr()
+}
+
+/// The host others reach a process bound to `bind` by.
+fn advertised(bind: SocketAddr, advertise_host: Option<String>) -> String {
+    advertise_host.unwrap_or_else(|| bind.ip().to_string())
+}
+
+async fn scheduler(bind: SocketAddr, advertise_host: Option<String>) -> Result<(), String> {
+    let bind = with_port(bind).map_err(|e| format!("--bind {bind}: {e}"))?;
+    let mut config = scheduler_config()
+        .with_hostname(advertised(bind, advertise_host))
+        .with_port(bind.port());
+    config.bind_host = bind.ip().to_string();
+    let cluster = BallistaCluster::new_from_config(&config)
+        .await
+        .map_err(|e| e.to_string())?;
+    let server = tokio::spawn(ballista_scheduler::scheduler_process::start_server(
+        cluster,
+        bind,
+        Arc::new(config),
+    ));
+    // Announce the address once it accepts connections (bounded: 10 s).
+    for _ in 0..400 {
+        if server.is_finished() {
+            break;
+        }
+        if TcpStream::connect_timeout(&bind, Duration::from_millis(100)).is_ok() {
+            println!("lance-cluster scheduler listening on {bind}");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    tokio::select! {
+        served = server => match served {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("scheduler on {bind}: {e}")),
+            Err(e) => Err(format!("scheduler on {bind}: {e}")),
+        },
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+async fn executor(
+    scheduler: String,
+    bind: SocketAddr,
+    grpc_port: Option<u16>,
+    slots: Option<usize>,
+    advertise_host: Option<String>,
+    work_dir: Option<String>,
+) -> Result<(), String> {
+    let (scheduler_host, scheduler_port) = scheduler
+        .rsplit_once(':')
+        .and_then(|(host, port)| Some((host.to_string(), port.parse::<u16>().ok()?)))
+        .ok_or_else(|| format!("--scheduler '{scheduler}': expected HOST:PORT"))?;
+    let bind = with_port(bind).map_err(|e| format!("--bind {bind}: {e}"))?;
+    let grpc_port = match grpc_port {
+        Some(port) => port,
+        None => with_port(SocketAddr::new(bind.ip(), 0))
+            .map_err(|e| format!("a gRPC port on {}: {e}", bind.ip()))?
+            .port(),
+    };
+    let mut config = executor_config();
+    config.bind_host = bind.ip().to_string();
+    config.port = bind.port();
+    config.grpc_port = grpc_port;
+    config.external_host = Some(advertised(bind, advertise_host));
+    config.scheduler_host = scheduler_host;
+    config.scheduler_port = scheduler_port;
+    // An executor may start before its scheduler: retry for 30 s.
+    config.scheduler_connect_timeout_seconds = 30;
+    config.work_dir = work_dir;
+    if let Some(slots) = slots {
+        if slots == 0 {
+            return Err("--slots must be at least 1".into());
+        }
+        config.concurrent_tasks = slots;
+    }
+    println!(
+        "lance-cluster executor listening on {bind} (gRPC port {grpc_port}), scheduler {scheduler}"
+    );
+    ballista_executor::executor_process::start_executor_process(Arc::new(config))
+        .await
+        .map_err(|e| format!("executor on {bind}: {e}"))
+}

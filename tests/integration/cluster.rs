@@ -1,0 +1,352 @@
+//! The same SQL on a Ballista cluster: a `lance-cluster` scheduler and two
+//! executors, separate processes on 127.0.0.1, so every plan is encoded by
+//! the client, decoded by the scheduler, and every task encoded again and
+//! decoded by an executor.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_lance::LanceSessionContextExt;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use crate::differential::{query, selective};
+use crate::support::{Agreement, context, dataset_path, ok, private_cache, try_rows};
+
+/// A scheduler and executors, killed when dropped.
+struct Cluster {
+    scheduler: SocketAddr,
+    processes: Vec<Child>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for process in &mut self.processes {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+    }
+}
+
+fn lance_cluster(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_lance-cluster"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start lance-cluster")
+}
+
+/// The first line a process prints (its address), or a panic naming what
+/// it printed instead.
+fn first_line(process: &mut Child) -> String {
+    let mut line = String::new();
+    BufReader::new(process.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line
+}
+
+/// `GET path` on the scheduler's REST API (one request, 2 s at most).
+fn http_get(address: SocketAddr, path: &str) -> String {
+    let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_secs(2)) else {
+        return String::new();
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    if stream.write_all(request.as_bytes()).is_err() {
+        return String::new();
+    }
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+}
+
+impl Cluster {
+    /// A scheduler and `executors` executors on 127.0.0.1, each with two
+    /// task slots; returns once every executor has registered.
+    fn start(executors: usize) -> Self {
+        let mut scheduler = lance_cluster(&["scheduler", "--bind", "127.0.0.1:0"]);
+        let line = first_line(&mut scheduler);
+        let mut cluster = Cluster {
+            scheduler: "127.0.0.1:1".parse().unwrap(),
+            processes: vec![scheduler],
+        };
+        cluster.scheduler = line
+            .trim()
+            .strip_prefix("lance-cluster scheduler listening on ")
+            .unwrap_or_else(|| panic!("scheduler printed {line:?}"))
+            .parse()
+            .unwrap();
+        let scheduler = cluster.scheduler.to_string();
+        for _ in 0..executors {
+            let mut executor = lance_cluster(&[
+                "executor",
+                "--scheduler",
+                &scheduler,
+                "--bind",
+                "127.0.0.1:0",
+                "--slots",
+                "2",
+            ]);
+            let line = first_line(&mut executor);
+            assert!(
+                line.starts_with("lance-cluster executor listening on 127.0.0.1:"),
+                "executor printed {line:?}"
+            );
+            cluster.processes.push(executor);
+        }
+        // Wait for the registrations (bounded: 20 s).
+        for _ in 0..200 {
+            let listed = http_get(cluster.scheduler, "/api/executors");
+            if listed.matches("\"id\":").count() >= executors {
+                return cluster;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("{executors} executors did not register with {scheduler}");
+    }
+
+    /// A client context on this cluster.
+    async fn client(&self) -> SessionContext {
+        let state = datafusion_lance::lance_session_state(SessionConfig::new());
+        datafusion_lance::cluster::connect(&format!("df://{}", self.scheduler), state)
+            .await
+            .unwrap()
+    }
+}
+
+/// The latest version of the table at `uri`, read by Lance itself.
+async fn version(uri: &str) -> u64 {
+    lance::Dataset::open(uri).await.unwrap().version().version
+}
+
+/// A `numbers`-shaped table at `uri` with 2,000 rows in 20 fragments.
+async fn numbers_table(uri: &str) {
+    crate::fixtures::write(
+        uri,
+        vec![crate::fixtures::numbers_batch(0, 2000)],
+        crate::fixtures::params(lance::dataset::WriteMode::Create, 100),
+    )
+    .await;
+}
+
+/// Generated queries — filters, projections, limits, aggregates, groups,
+/// joins — give the same rows on the cluster as in one process, at several
+/// partition counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_answers_generated_queries_like_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    numbers_table(&uri).await;
+    let cluster = Cluster::start(2);
+    let local = context(2, &private_cache());
+    let remote = cluster.client().await;
+    let table = format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'");
+    ok(&local, &table).await;
+    ok(&remote, &table).await;
+    // The oracle `m` for `selective`: the same rows in memory.
+    let mem = datafusion::datasource::MemTable::try_new(
+        crate::fixtures::numbers_schema(),
+        vec![vec![crate::fixtures::numbers_batch(0, 2000)]],
+    )
+    .unwrap();
+    local.register_table("m", std::sync::Arc::new(mem)).unwrap();
+
+    let mut rng = StdRng::seed_from_u64(0xc1_05_7e);
+    let mut agreement = Agreement::default();
+    for partitions in [1, 2, 4] {
+        let set = format!("SET datafusion.execution.target_partitions = {partitions}");
+        ok(&local, &set).await;
+        ok(&remote, &set).await;
+        for i in 0..40 {
+            let sql = match i % 4 {
+                0 | 1 => selective(&local, query(&mut rng, "t")).await,
+                2 => format!(
+                    "SELECT b, count(*), sum(id), min(s), max(v) FROM t WHERE id % {} <> 0 GROUP BY b",
+                    2 + i
+                ),
+                _ => format!(
+                    "SELECT a.id, b.s FROM t a JOIN t b ON a.id = b.id + {i} WHERE a.id < {}",
+                    200 + 40 * i
+                ),
+            };
+            agreement.record(
+                try_rows(&remote, &sql).await,
+                try_rows(&local, &sql).await,
+                format!("target_partitions {partitions}, query {i}: {sql}"),
+            );
+        }
+    }
+    eprintln!("cluster differential: {agreement:?}");
+    assert_eq!(agreement.queries, 120);
+    agreement.assert_meaningful("cluster vs one process");
+}
+
+/// Writes on the cluster: INSERT, DELETE, UPDATE, `lance_merge` and MERGE
+/// INTO each make exactly one new version with every row once; a merge whose
+/// source repeats a key fails and makes none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_on_a_cluster_commit_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    // The source: DataFusion's own table functions (generate_series) have no
+    // codec, so a cluster reads rows from tables.
+    let source = dataset_path(&dir, "src.lance");
+    crate::fixtures::write(
+        &source,
+        vec![crate::fixtures::numbers_batch(0, 10_000)],
+        crate::fixtures::params(lance::dataset::WriteMode::Create, 500),
+    )
+    .await;
+    let cluster = Cluster::start(2);
+    let remote = cluster.client().await;
+    ok(
+        &remote,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, v BIGINT, tag VARCHAR) \
+             STORED AS LANCE LOCATION '{uri}'"
+        ),
+    )
+    .await;
+    ok(
+        &remote,
+        &format!("CREATE EXTERNAL TABLE src STORED AS LANCE LOCATION '{source}'"),
+    )
+    .await;
+    ok(&remote, "SET lance.max_rows_per_file = 500").await;
+    ok(&remote, "SET datafusion.execution.target_partitions = 4").await;
+    let v0 = version(&uri).await;
+
+    // INSERT: 4 writer tasks, one commit. The client only hands the
+    // statement to the scheduler.
+    let insert = "INSERT INTO t SELECT id, id * 2, 'a' FROM src";
+    let plan = remote
+        .sql(insert)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    assert_eq!(plan.name(), "DistributedQueryExec");
+    ok(&remote, insert).await;
+    assert_eq!(version(&uri).await, v0 + 1);
+    let ds = lance::Dataset::open(&uri).await.unwrap();
+    assert_eq!(ds.count_rows(None).await.unwrap(), 10_000);
+    assert!(ds.get_fragments().len() >= 4, "written by several tasks");
+    let stats = |ctx: &SessionContext| {
+        let ctx = ctx.clone();
+        async move {
+            try_rows(&ctx, "SELECT count(*), count(DISTINCT id), sum(v) FROM t")
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(stats(&remote).await, ["10000|10000|99990000"]);
+
+    // DELETE and UPDATE.
+    ok(&remote, "DELETE FROM t WHERE id >= 9000").await;
+    assert_eq!(version(&uri).await, v0 + 2);
+    ok(&remote, "UPDATE t SET tag = 'u' WHERE id < 100").await;
+    assert_eq!(version(&uri).await, v0 + 3);
+    assert_eq!(
+        try_rows(&remote, "SELECT tag, count(*) FROM t GROUP BY tag")
+            .await
+            .unwrap(),
+        ["a|8900", "u|100"]
+    );
+
+    // lance_merge: 500 matched, 500 new.
+    ok(
+        &remote,
+        "SELECT * FROM lance_merge('t', (SELECT id, 0 AS v, 'm' AS tag FROM src \
+         WHERE id BETWEEN 8500 AND 9499), 'id')",
+    )
+    .await;
+    assert_eq!(version(&uri).await, v0 + 4);
+    assert_eq!(
+        try_rows(&remote, "SELECT count(*), count(DISTINCT id) FROM t")
+            .await
+            .unwrap(),
+        ["9500|9500"]
+    );
+
+    // A source with a repeated key: an error naming it, and no version.
+    let error = try_rows(
+        &remote,
+        "SELECT * FROM lance_merge('t', (SELECT id % 10 AS id, 1 AS v, 'x' AS tag FROM src \
+         WHERE id < 20), 'id')",
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        error.contains("occurs more than once in the source"),
+        "{error}"
+    );
+    assert_eq!(version(&uri).await, v0 + 4);
+
+    // MERGE INTO.
+    remote
+        .lance_sql(
+            "MERGE INTO t USING (SELECT id FROM src WHERE id < 10) s ON t.id = s.id \
+             WHEN MATCHED THEN UPDATE SET tag = 'mi'",
+        )
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(version(&uri).await, v0 + 5);
+    assert_eq!(
+        try_rows(&remote, "SELECT count(*) FROM t WHERE tag = 'mi'")
+            .await
+            .unwrap(),
+        ["10"]
+    );
+    crate::support::validates(&uri).await;
+}
+
+/// `lance-sql --cluster df://HOST:PORT` runs its statements on the cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lance_sql_runs_statements_on_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    numbers_table(&uri).await;
+    let cluster = Cluster::start(2);
+    let url = format!("df://{}", cluster.scheduler);
+    let out = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+        .current_dir(dir.path())
+        .args([
+            "--cluster",
+            &url,
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+            "-c",
+            "SELECT count(*) AS n, sum(id) AS total FROM t WHERE id % 2 = 0",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout, "n,total\n1000,999000\n");
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+        .args(["--cluster", "http://127.0.0.1:1", "-c", "SELECT 1"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("expected df://HOST:PORT"), "{stderr}");
+}
