@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use ballista_scheduler::cluster::BallistaCluster;
 use clap::{Parser, Subcommand};
-use datafusion_lance::cluster::{executor_config, scheduler_config};
+use datafusion_lance::cluster::ballista::{executor_config, scheduler_config};
 
 #[derive(Debug, Parser)]
 #[clap(

@@ -133,7 +133,7 @@ async fn main_inner() -> Result<bool> {
     let ctx = SessionContext::new_with_config_rt(config, runtime);
     datafusion_lance::register_lance(&ctx)?;
     let ctx = match &args.cluster {
-        Some(url) => datafusion_lance::cluster::connect(url, ctx.state()).await?,
+        Some(url) => datafusion_lance::cluster::ballista::connect(url, ctx.state()).await?,
         None => ctx,
     };
     let ctx = datafusion_lance::enable_lance_url_tables(ctx);

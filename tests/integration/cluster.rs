@@ -115,7 +115,7 @@ impl Cluster {
     /// A client context on this cluster.
     async fn client(&self) -> SessionContext {
         let state = datafusion_lance::lance_session_state(SessionConfig::new());
-        datafusion_lance::cluster::connect(&format!("df://{}", self.scheduler), state)
+        datafusion_lance::cluster::ballista::connect(&format!("df://{}", self.scheduler), state)
             .await
             .unwrap()
     }
@@ -349,4 +349,199 @@ async fn lance_sql_runs_statements_on_a_cluster() {
     assert!(!bad.status.success());
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert!(stderr.contains("expected df://HOST:PORT"), "{stderr}");
+}
+
+/// datafusion-distributed workers serving on 127.0.0.1 (gRPC servers in this
+/// process), stopped when dropped.
+struct DistributedWorkers {
+    urls: Vec<String>,
+    servers: Vec<tokio::task::JoinHandle<datafusion::error::Result<()>>>,
+}
+
+impl Drop for DistributedWorkers {
+    fn drop(&mut self) {
+        for server in &self.servers {
+            server.abort();
+        }
+    }
+}
+
+async fn distributed_workers(n: usize) -> DistributedWorkers {
+    let mut workers = DistributedWorkers {
+        urls: Vec::new(),
+        servers: Vec::new(),
+    };
+    for _ in 0..n {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        workers
+            .urls
+            .push(format!("http://{}", listener.local_addr().unwrap()));
+        workers.servers.push(tokio::spawn(
+            datafusion_lance::cluster::distributed::serve_worker(listener),
+        ));
+    }
+    workers
+}
+
+/// Under datafusion-distributed with two workers, a Lance scan is split by
+/// fragment groups across tasks (each task's plan encoded and sent over
+/// gRPC), generated queries give the rows one process gives, and an INSERT
+/// makes one version with every row once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn datafusion_distributed_reads_and_inserts_like_one_process() {
+    use datafusion_lance::cluster::distributed::{Workers, coordinator_state};
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    numbers_table(&uri).await;
+    let workers = distributed_workers(2).await;
+    let remote = SessionContext::new_with_state(coordinator_state(
+        SessionConfig::new().with_target_partitions(4),
+        Workers::new(&workers.urls).unwrap(),
+    ));
+    let local = context(4, &private_cache());
+    let table = format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'");
+    ok(&local, &table).await;
+    ok(&remote, &table).await;
+    let mem = datafusion::datasource::MemTable::try_new(
+        crate::fixtures::numbers_schema(),
+        vec![vec![crate::fixtures::numbers_batch(0, 2000)]],
+    )
+    .unwrap();
+    local.register_table("m", std::sync::Arc::new(mem)).unwrap();
+
+    // The scan runs as two tasks, each reading its own fragment groups.
+    let plan = remote
+        .sql("SELECT b, count(*) FROM t GROUP BY b")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let shown = datafusion_distributed::display_plan_ascii(plan.as_ref(), false);
+    assert!(shown.contains("DistributedExec"), "{shown}");
+    assert!(shown.contains("tasks=2"), "{shown}");
+    assert!(shown.contains("LanceScanExec"), "{shown}");
+
+    let mut rng = StdRng::seed_from_u64(0xd1_57);
+    let mut agreement = Agreement::default();
+    for i in 0..60 {
+        let sql = match i % 3 {
+            0 | 1 => selective(&local, query(&mut rng, "t")).await,
+            _ => format!(
+                "SELECT b, count(*), sum(id), min(s) FROM t WHERE id % {} <> 0 GROUP BY b",
+                2 + i
+            ),
+        };
+        agreement.record(
+            try_rows(&remote, &sql).await,
+            try_rows(&local, &sql).await,
+            format!("query {i}: {sql}"),
+        );
+    }
+    eprintln!("datafusion-distributed differential: {agreement:?}");
+    assert_eq!(agreement.queries, 60);
+    agreement.assert_meaningful("datafusion-distributed vs one process");
+
+    // INSERT through the workers: one version, every row once.
+    let target = dataset_path(&dir, "copy.lance");
+    ok(
+        &remote,
+        &format!(
+            "CREATE EXTERNAL TABLE c (id BIGINT NOT NULL, s VARCHAR) \
+             STORED AS LANCE LOCATION '{target}'"
+        ),
+    )
+    .await;
+    let v0 = version(&target).await;
+    ok(&remote, "SET lance.max_rows_per_file = 300").await;
+    let insert = remote
+        .sql("INSERT INTO c SELECT id, s FROM t")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    // Two writer tasks, each over its own share of the fragments; the
+    // commit reads their rows.
+    let shown = datafusion_distributed::display_plan_ascii(insert.as_ref(), false);
+    let (head, stage) = shown.split_once("Stage 1 ── tasks=2").expect(&shown);
+    assert!(head.contains("LanceCommitExec"), "{shown}");
+    assert!(stage.contains("LanceWriteExec"), "{shown}");
+    assert!(stage.contains("t1: LanceScanExec"), "{shown}");
+    ok(&remote, "INSERT INTO c SELECT id, s FROM t").await;
+    assert_eq!(version(&target).await, v0 + 1);
+    ok(
+        &local,
+        &format!("CREATE EXTERNAL TABLE c STORED AS LANCE LOCATION '{target}'"),
+    )
+    .await;
+    assert_eq!(
+        try_rows(
+            &local,
+            "SELECT count(*), count(DISTINCT id), sum(id) FROM c"
+        )
+        .await
+        .unwrap(),
+        ["2000|2000|1999000"]
+    );
+    let fragments = lance::Dataset::open(&target).await.unwrap().get_fragments();
+    assert!(
+        fragments
+            .iter()
+            .all(|f| f.metadata().physical_rows.unwrap() <= 300),
+        "lance.max_rows_per_file reached the writers"
+    );
+}
+
+/// The scheduler cuts an INSERT into a stage of writer tasks (one per input
+/// partition, run on any executor) and a stage with the one commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduler_runs_writers_apart_from_their_commit() {
+    use ballista_scheduler::planner::{DefaultDistributedPlanner, DistributedPlanner};
+    use datafusion::physical_plan::displayable;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dataset_path(&dir, "src.lance");
+    numbers_table(&source).await;
+    let config = datafusion_lance::cluster::ballista::cluster_config(
+        SessionConfig::new().with_target_partitions(4),
+    );
+    let state = datafusion_lance::cluster::ballista::scheduler_session(config).unwrap();
+    let ctx = SessionContext::new_with_state(state);
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE src STORED AS LANCE LOCATION '{source}'"),
+    )
+    .await;
+    let target = dataset_path(&dir, "t.lance");
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT, s VARCHAR) STORED AS LANCE LOCATION '{target}'"
+        ),
+    )
+    .await;
+    let plan = ctx
+        .sql("INSERT INTO t SELECT id, s FROM src")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let stages = DefaultDistributedPlanner::new()
+        .plan_query_stages(
+            &ballista_core::JobId::new("insert"),
+            plan,
+            ctx.state().config_options(),
+        )
+        .unwrap();
+    let shown: Vec<String> = stages
+        .iter()
+        .map(|s| displayable(s.as_ref()).indent(false).to_string())
+        .collect();
+    assert_eq!(stages.len(), 2, "{shown:#?}");
+    assert!(shown[0].contains("LanceWriteExec"), "{shown:#?}");
+    assert!(!shown[0].contains("LanceCommitExec"), "{shown:#?}");
+    assert_eq!(stages[0].input_partition_count(), 4, "{shown:#?}");
+    assert!(shown[1].contains("LanceCommitExec"), "{shown:#?}");
+    assert!(!shown[1].contains("LanceWriteExec"), "{shown:#?}");
 }
