@@ -20,13 +20,15 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 
-use crate::physical_plan::LanceCommitExec;
+use crate::physical_plan::{LanceCommitExec, LanceWriteExec};
 
 /// Puts a stage boundary between a commit and its writers, so a cluster runs
 /// the writers as separate tasks (on any of its processes) and the commit as
-/// one task reading their output rows. In one process the commit drives its
-/// writers directly (and cleans up after a failed one); on a cluster it
-/// commits the fragments its input names.
+/// one task reading their output rows; the writers mark themselves in flight
+/// in the table's directory until the commit ends, so `lance_vacuum` on any
+/// process keeps their files. In one process the commit drives its writers
+/// directly (and cleans up after a failed one); on a cluster it commits the
+/// fragments its input names.
 #[derive(Debug, Default)]
 pub struct SpreadWriters;
 
@@ -44,8 +46,22 @@ impl PhysicalOptimizerRule for SpreadWriters {
             if input.properties().partitioning.partition_count() <= 1 {
                 return Ok(Transformed::no(node));
             }
-            let spread = Arc::new(CoalescePartitionsExec::new(input));
-            Ok(Transformed::yes(node.with_new_children(vec![spread])?))
+            // The writers mark themselves in flight in the table's directory
+            // under a statement id (the commit removes the marks), so
+            // `lance_vacuum` on any process keeps their files.
+            let Some(writer) = input.downcast_ref::<LanceWriteExec>() else {
+                let spread = Arc::new(CoalescePartitionsExec::new(input));
+                return Ok(Transformed::yes(node.with_new_children(vec![spread])?));
+            };
+            let statement = uuid::Uuid::new_v4().to_string();
+            let target = Arc::new(commit.target().with_journal(statement));
+            let writer = LanceWriteExec::new(Arc::clone(writer.children()[0]), Arc::clone(&target));
+            let spread = Arc::new(CoalescePartitionsExec::new(Arc::new(writer)));
+            Ok(Transformed::yes(Arc::new(LanceCommitExec::new(
+                spread,
+                target,
+                commit.kind(),
+            ))))
         })
         .map(|t| t.data)
     }

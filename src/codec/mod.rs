@@ -208,6 +208,7 @@ impl StoragePolicy {
             }),
             commit_max_retries: target.commit_budget.max_retries,
             commit_retry_timeout_ms: target.commit_budget.retry_timeout.as_millis() as u64,
+            journal: target.journal.clone().unwrap_or_default(),
         })
     }
 
@@ -232,6 +233,7 @@ impl StoragePolicy {
                 max_retries: target.commit_max_retries,
                 retry_timeout: std::time::Duration::from_millis(target.commit_retry_timeout_ms),
             },
+            journal: (!target.journal.is_empty()).then_some(target.journal),
         }))
     }
 }

@@ -122,6 +122,9 @@ pub(crate) struct WriteTarget {
     pub commit_max_retries: u32,
     #[prost(uint64, tag = "7")]
     pub commit_retry_timeout_ms: u64,
+    /// The statement id writers mark themselves in flight under (empty: none).
+    #[prost(string, tag = "8")]
+    pub journal: String,
 }
 
 /// A write target and how its fragments are committed (commit nodes, sinks).

@@ -136,9 +136,16 @@ impl ExecutionPlan for LanceCommitExec {
         let (target, kind) = (self.target.open(&context), self.kind);
         let fut = async move {
             let _writing = target.in_flight();
-            let (rows, fragments) = collect_fragments(inputs, &target).await?;
-            let count = commit_fragments(&target, kind, rows, fragments).await?;
-            count_batch(count)
+            let committed = async {
+                let (rows, fragments) = collect_fragments(inputs, &target).await?;
+                commit_fragments(&target, kind, rows, fragments).await
+            }
+            .await;
+            // Committed or failed, the statement's writers are done.
+            if let Some(statement) = &target.journal {
+                super::journal::end(&target, statement).await;
+            }
+            count_batch(committed?)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             count_schema(),

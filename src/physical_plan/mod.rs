@@ -8,6 +8,7 @@
 pub(crate) mod commit;
 pub(crate) mod delete;
 pub(crate) mod in_flight;
+pub(crate) mod journal;
 pub(crate) mod merge;
 pub(crate) mod merge_options;
 pub(crate) mod rows;

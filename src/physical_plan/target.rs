@@ -97,6 +97,11 @@ pub struct WriteTarget {
     pub(crate) options: WriteOptions,
     /// How long commits keep retrying when other writers commit first.
     pub(crate) commit_budget: CommitBudget,
+    /// The statement's id when its writers run apart from its commit (on a
+    /// cluster): writers mark themselves in flight under it in the table's
+    /// directory, so `lance_vacuum` on any process keeps their files (see
+    /// [`super::journal`]).
+    pub(crate) journal: Option<String>,
 }
 
 impl fmt::Debug for WriteTarget {
@@ -130,6 +135,16 @@ impl WriteTarget {
             schema,
             options: WriteOptions::resolve(settings, options),
             commit_budget: settings.commit_budget(),
+            journal: None,
+        }
+    }
+
+    /// This target, its writers marking themselves in flight under
+    /// `statement` in the table's directory.
+    pub(crate) fn with_journal(&self, statement: impl Into<String>) -> Self {
+        Self {
+            journal: Some(statement.into()),
+            ..self.clone()
         }
     }
 

@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use datafusion::error::{DataFusionError, Result as DFResult};
 use lance::Dataset;
-use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::{CommitBuilder, WriteDestination};
 use lance_select::RowAddrTreeMap;
@@ -142,12 +141,7 @@ impl OpenTarget {
         if fragments.is_empty() {
             return;
         }
-        let built = DatasetBuilder::from_uri(&self.location.uri)
-            .with_session(Arc::clone(self.cache.session()))
-            .with_store_params(self.params.clone())
-            .build_object_store()
-            .await;
-        let (store, base, _) = match built {
+        let (store, base) = match self.store().await {
             Ok(parts) => parts,
             Err(e) => {
                 log::warn!(

@@ -17,6 +17,7 @@ use futures::TryStreamExt;
 use lance_table::io::deletion::relative_deletion_file_path;
 
 use super::in_flight::oldest_in_flight;
+use super::journal;
 use super::target::one_row_properties;
 use crate::config::VersionSpec;
 use crate::error::Error;
@@ -157,7 +158,39 @@ async fn vacuum(
         .cleanup_old_versions(options.older_than, Some(false), Some(false))
         .await
         .map_err(err)?;
-    // Files referenced by any remaining version: data files and deletion files.
+    let store = dataset.object_store(None).await.map_err(err)?;
+    // Never a file a statement of this process may still commit.
+    let mut cutoff = Utc::now() - options.orphans_older_than;
+    if let Some(started) = oldest_in_flight(&location.uri) {
+        cutoff = cutoff.min(started - TimeDelta::seconds(1));
+    }
+    // The candidates are listed before the in-flight markers: a writer puts
+    // its marker before its first file, so a listed file of a running
+    // statement elsewhere always has its marker seen below.
+    let mut candidates = Vec::new();
+    for dir in [dataset.data_dir(), dataset.deletions_dir()] {
+        let listed: Vec<_> = store
+            .read_dir_all(&dir, Some(cutoff))
+            .try_collect()
+            .await
+            .map_err(err)?;
+        candidates.extend(listed);
+    }
+    // Nor a file of a statement writing from another process.
+    let data_dir = dataset.data_dir();
+    let base = object_store_014::path::Path::from(
+        data_dir
+            .as_ref()
+            .strip_suffix("data")
+            .unwrap_or_default()
+            .trim_end_matches('/'),
+    );
+    if let Some(started) = journal::oldest(&store, &base).await.map_err(err)? {
+        cutoff = cutoff.min(started - TimeDelta::seconds(1));
+    }
+    // Files referenced by any remaining version: data files and deletion
+    // files — read after the markers, so a statement that finished
+    // meanwhile has its committed files counted here.
     let mut referenced: HashSet<String> = HashSet::new();
     for version in dataset.versions().await.map_err(err)? {
         let at = dataset
@@ -172,28 +205,15 @@ async fn vacuum(
             }
         }
     }
-    let store = dataset.object_store(None).await.map_err(err)?;
-    // Never a file a statement of this process may still commit.
-    let mut cutoff = Utc::now() - options.orphans_older_than;
-    if let Some(started) = oldest_in_flight(&location.uri) {
-        cutoff = cutoff.min(started - TimeDelta::seconds(1));
-    }
     let (mut orphans, mut bytes) = (0u64, stats.bytes_removed);
-    for dir in [dataset.data_dir(), dataset.deletions_dir()] {
-        let candidates: Vec<_> = store
-            .read_dir_all(&dir, Some(cutoff))
-            .try_collect()
-            .await
-            .map_err(err)?;
-        for meta in candidates {
-            let name = meta.location.filename().unwrap_or_default().to_string();
-            if referenced.contains(&name) {
-                continue;
-            }
-            store.delete(&meta.location).await.map_err(err)?;
-            orphans += 1;
-            bytes += meta.size;
+    for meta in candidates {
+        let name = meta.location.filename().unwrap_or_default().to_string();
+        if referenced.contains(&name) || meta.last_modified >= cutoff {
+            continue;
         }
+        store.delete(&meta.location).await.map_err(err)?;
+        orphans += 1;
+        bytes += meta.size;
     }
     let values = [
         stats.old_versions,

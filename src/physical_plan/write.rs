@@ -132,6 +132,10 @@ impl ExecutionPlan for LanceWriteExec {
             // Its files are kept from `lance_vacuum` in this process while it
             // writes (the commit node registers the statement again).
             let _writing = target.in_flight();
+            // ... and in every process when the commit runs elsewhere.
+            if let Some(statement) = &target.journal {
+                super::journal::begin(&target, statement).await?;
+            }
             let (rows, fragments) = write_partition(input, target).await?;
             rows_written.add(rows as usize);
             encode_fragments(rows, &fragments)

@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -156,7 +157,7 @@ async fn a_cluster_answers_generated_queries_like_one_process() {
         vec![vec![crate::fixtures::numbers_batch(0, 2000)]],
     )
     .unwrap();
-    local.register_table("m", std::sync::Arc::new(mem)).unwrap();
+    local.register_table("m", Arc::new(mem)).unwrap();
 
     let mut rng = StdRng::seed_from_u64(0xc1_05_7e);
     let mut agreement = Agreement::default();
@@ -407,7 +408,7 @@ async fn datafusion_distributed_reads_and_inserts_like_one_process() {
         vec![vec![crate::fixtures::numbers_batch(0, 2000)]],
     )
     .unwrap();
-    local.register_table("m", std::sync::Arc::new(mem)).unwrap();
+    local.register_table("m", Arc::new(mem)).unwrap();
 
     // The scan runs as two tasks, each reading its own fragment groups.
     let plan = remote
@@ -544,4 +545,103 @@ async fn a_scheduler_runs_writers_apart_from_their_commit() {
     assert_eq!(stages[0].input_partition_count(), 4, "{shown:#?}");
     assert!(shown[1].contains("LanceCommitExec"), "{shown:#?}");
     assert!(!shown[1].contains("LanceWriteExec"), "{shown:#?}");
+}
+
+/// On a cluster an INSERT's writers mark themselves in flight in the table's
+/// directory until the commit: `lance_vacuum` run by another process between
+/// the writers and the commit (the way a vacuum on another executor would,
+/// with `orphans_older_than=0s`) keeps their files, the commit lands with
+/// every row, and the marks are gone afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
+    use datafusion::datasource::memory::MemorySourceConfig;
+    use datafusion::physical_plan::ExecutionPlanProperties;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dataset_path(&dir, "src.lance");
+    numbers_table(&source).await;
+    let uri = dataset_path(&dir, "t.lance");
+    let config = datafusion_lance::cluster::ballista::cluster_config(
+        SessionConfig::new().with_target_partitions(4),
+    );
+    let ctx = SessionContext::new_with_state(
+        datafusion_lance::cluster::ballista::scheduler_session(config).unwrap(),
+    );
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE src STORED AS LANCE LOCATION '{source}'"),
+    )
+    .await;
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE t (id BIGINT, s VARCHAR) STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    ok(&ctx, "SET lance.max_rows_per_file = 100").await;
+    let v0 = version(&uri).await;
+    let plan = ctx
+        .sql("INSERT INTO t SELECT id, s FROM src")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    // The writer stage, run as its tasks would be.
+    let coalesce = Arc::clone(plan.children()[0]);
+    let writers = Arc::clone(coalesce.children()[0]);
+    assert_eq!(writers.name(), "LanceWriteExec");
+    let mut rows = Vec::new();
+    for partition in 0..writers.output_partitioning().partition_count() {
+        let stream = writers.execute(partition, ctx.task_ctx()).unwrap();
+        rows.extend(
+            futures::TryStreamExt::try_collect::<Vec<_>>(stream)
+                .await
+                .unwrap(),
+        );
+    }
+    let marks = dir.path().join("t.lance/_datafusion_lance/writes");
+    let marks_left = || {
+        if marks.exists() {
+            crate::support::all_files(&marks).len()
+        } else {
+            0
+        }
+    };
+    assert_eq!(marks_left(), 4, "one mark per writer task");
+    // Another process vacuums every unreferenced file it may.
+    let out = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+        .current_dir(dir.path())
+        .args([
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            &format!(
+                "SELECT orphans_removed FROM lance_vacuum('{uri}', 'older_than=0s', \
+                 'orphans_older_than=0s')"
+            ),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "orphans_removed\n0\n");
+    // The commit stage, fed the writers' rows.
+    let input = MemorySourceConfig::try_new_exec(&[rows], writers.schema(), None).unwrap();
+    let commit = Arc::clone(&plan).with_new_children(vec![input]).unwrap();
+    let committed = datafusion::physical_plan::collect(commit, ctx.task_ctx())
+        .await
+        .unwrap();
+    assert_eq!(crate::support::sorted_rows(&committed), ["2000"]);
+    assert_eq!(version(&uri).await, v0 + 1);
+    assert_eq!(
+        try_rows(&ctx, "SELECT count(*), count(DISTINCT id) FROM t")
+            .await
+            .unwrap(),
+        ["2000|2000"]
+    );
+    crate::support::validates(&uri).await;
+    assert_eq!(marks_left(), 0, "marks left behind");
 }
