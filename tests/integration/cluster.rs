@@ -310,6 +310,39 @@ async fn writes_on_a_cluster_commit_once() {
         ["10"]
     );
     crate::support::validates(&uri).await;
+
+    // INSERT OVERWRITE, TRUNCATE and COPY ... STORED AS LANCE.
+    ok(
+        &remote,
+        "INSERT OVERWRITE t SELECT id, 1, 'o' FROM src WHERE id < 3000",
+    )
+    .await;
+    assert_eq!(version(&uri).await, v0 + 6);
+    assert_eq!(
+        try_rows(&remote, "SELECT count(*), min(tag), max(tag) FROM t")
+            .await
+            .unwrap(),
+        ["3000|o|o"]
+    );
+    assert_eq!(
+        try_rows(&remote, "TRUNCATE TABLE t").await.unwrap(),
+        ["3000"]
+    );
+    assert_eq!(version(&uri).await, v0 + 7);
+    assert_eq!(
+        try_rows(&remote, "SELECT count(*) FROM t").await.unwrap(),
+        ["0"]
+    );
+    let copy = dataset_path(&dir, "copy.lance");
+    ok(
+        &remote,
+        &format!("COPY (SELECT id, s FROM src WHERE id % 2 = 0) TO '{copy}' STORED AS LANCE"),
+    )
+    .await;
+    let copied = lance::Dataset::open(&copy).await.unwrap();
+    assert_eq!(copied.version().version, 1);
+    assert_eq!(copied.count_rows(None).await.unwrap(), 5000);
+    crate::support::validates(&copy).await;
 }
 
 /// `lance-sql --cluster df://HOST:PORT` runs its statements on the cluster.
