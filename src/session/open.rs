@@ -70,7 +70,7 @@ impl LanceSessionCache {
 
     /// Opens `uri` at `version` through this cache.
     ///
-    /// `uri` must already be normalised ([`normalize_uri`]).
+    /// `uri` must already be normalised ([`crate::normalize_uri`]).
     pub async fn open(
         &self,
         uri: &str,
