@@ -7,8 +7,10 @@
 //!
 //! Both register the Lance codecs, the `lance.*` settings and the
 //! process-level shared Lance session (see `datafusion_lance::cluster`).
-//! Port 0 picks a free port; the address actually used is printed on the
-//! first line of standard output once the process listens.
+//! Port 0 picks a free port. A scheduler prints the address it listens on as
+//! the first line of standard output once it accepts connections; an
+//! executor prints the addresses it uses as it starts (it then registers with
+//! the scheduler, retrying for 30 s).
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::ExitCode;
@@ -103,6 +105,23 @@ fn with_port(bind: SocketAddr) -> std::io::Result<SocketAddr> {
     TcpListener::bind(bind)?.local_addr()
 }
 
+/// A free port on `bind`'s host other than `bind`'s port.
+fn free_port_besides(bind: SocketAddr) -> Result<u16, String> {
+    for _ in 0..10 {
+        let port = with_port(SocketAddr::new(bind.ip(), 0))
+            .map_err(|e| format!("a gRPC port on {}: {e}", bind.ip()))?
+            .port();
+        if port != bind.port() {
+            return Ok(port);
+        }
+    }
+    Err(format!(
+        "no free gRPC port on {} besides {}",
+        bind.ip(),
+        bind.port()
+    ))
+}
+
 /// The host others reach a process bound to `bind` by.
 fn advertised(bind: SocketAddr, advertise_host: Option<String>) -> String {
     advertise_host.unwrap_or_else(|| bind.ip().to_string())
@@ -123,15 +142,23 @@ async fn scheduler(bind: SocketAddr, advertise_host: Option<String>) -> Result<(
         Arc::new(config),
     ));
     // Announce the address once it accepts connections (bounded: 10 s).
+    let mut listening = false;
     for _ in 0..400 {
         if server.is_finished() {
             break;
         }
         if TcpStream::connect_timeout(&bind, Duration::from_millis(100)).is_ok() {
             println!("lance-cluster scheduler listening on {bind}");
+            listening = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    if !listening && !server.is_finished() {
+        server.abort();
+        return Err(format!(
+            "scheduler on {bind}: not accepting connections after 10 s"
+        ));
     }
     tokio::select! {
         served = server => match served {
@@ -151,6 +178,17 @@ async fn executor(
     advertise_host: Option<String>,
     work_dir: Option<String>,
 ) -> Result<(), String> {
+    if scheduler.contains("://") {
+        return Err(format!(
+            "--scheduler '{scheduler}': expected HOST:PORT (no scheme)"
+        ));
+    }
+    if bind.ip().is_unspecified() && advertise_host.is_none() {
+        return Err(format!(
+            "--bind {bind}: a wildcard address needs --advertise-host (the name the \
+             scheduler and the other executors reach this executor by)"
+        ));
+    }
     let (scheduler_host, scheduler_port) = scheduler
         .rsplit_once(':')
         .and_then(|(host, port)| Some((host.to_string(), port.parse::<u16>().ok()?)))
@@ -158,10 +196,13 @@ async fn executor(
     let bind = with_port(bind).map_err(|e| format!("--bind {bind}: {e}"))?;
     let grpc_port = match grpc_port {
         Some(port) => port,
-        None => with_port(SocketAddr::new(bind.ip(), 0))
-            .map_err(|e| format!("a gRPC port on {}: {e}", bind.ip()))?
-            .port(),
+        None => free_port_besides(bind)?,
     };
+    if grpc_port == bind.port() {
+        return Err(format!(
+            "--grpc-port {grpc_port}: the Arrow Flight service already uses it (--bind {bind})"
+        ));
+    }
     let mut config = executor_config();
     config.bind_host = bind.ip().to_string();
     config.port = bind.port();
@@ -179,7 +220,7 @@ async fn executor(
         config.concurrent_tasks = slots;
     }
     println!(
-        "lance-cluster executor listening on {bind} (gRPC port {grpc_port}), scheduler {scheduler}"
+        "lance-cluster executor starting on {bind} (gRPC port {grpc_port}), scheduler {scheduler}"
     );
     ballista_executor::executor_process::start_executor_process(Arc::new(config))
         .await

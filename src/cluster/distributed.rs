@@ -75,9 +75,15 @@ pub trait LanceDistributedExt: Sized {
 }
 
 impl LanceDistributedExt for SessionStateBuilder {
-    fn with_lance_distributed(self) -> Self {
+    fn with_lance_distributed(mut self) -> Self {
+        // Keep the settings the builder's config already holds.
+        let settings = self
+            .config()
+            .as_ref()
+            .and_then(|c| c.options().extensions.get::<LanceConfig>().cloned())
+            .unwrap_or_default();
         self.with_distributed_user_codec(LancePhysicalCodec::new())
-            .with_distributed_option_extension(LanceConfig::default())
+            .with_distributed_option_extension(settings)
             .with_distributed_desired_task_count_handler(desired_task_count)
             .with_distributed_scale_up_leaf_node_handler(scale_up_scan)
             .with_physical_optimizer_rule(Arc::new(SpreadWriters))
@@ -97,9 +103,9 @@ fn desired_task_count(
     Some(Ok(DesiredTaskCountEventResponse::desired(groups.max(1))))
 }
 
-/// One variant of a Lance scan per task: task `t` reads the `t`-th share of
-/// the fragment groups (every variant has as many partitions; the last ones
-/// may read nothing).
+/// One variant of a Lance scan per task: the fragment groups are dealt out
+/// to the tasks in turn (every variant has as many partitions; a task short
+/// of groups reads nothing in its last ones).
 fn scale_up_scan(event: ScaleUpLeafNodeEvent) -> Option<DFResult<ScaleUpLeafNodeEventResponse>> {
     let scan = event.plan.downcast_ref::<LanceScanExec>()?;
     if event.task_count <= 1 {
@@ -115,14 +121,15 @@ fn scale_up_scan(event: ScaleUpLeafNodeEvent) -> Option<DFResult<ScaleUpLeafNode
     )
 }
 
-/// `parts` split into `tasks` scans of equally many partitions.
+/// `parts` split into `tasks` scans of equally many partitions, groups dealt
+/// out in turn.
 fn split_groups(parts: &ScanParts, tasks: usize) -> Vec<ScanParts> {
     let per_task = parts.groups.len().div_ceil(tasks).max(1);
     (0..tasks)
         .map(|task| {
             let mut groups = Vec::with_capacity(per_task);
             let mut group_rows = Vec::with_capacity(per_task);
-            for i in task * per_task..(task + 1) * per_task {
+            for i in (0..per_task).map(|round| round * tasks + task) {
                 match (parts.groups.get(i), parts.group_rows.get(i)) {
                     (Some(group), Some(rows)) => {
                         groups.push(group.clone());
@@ -216,7 +223,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn groups_are_shared_out_in_order_with_equal_partition_counts() {
+    fn groups_are_dealt_out_in_turn_with_equal_partition_counts() {
         let parts = |groups: Vec<Vec<u64>>| ScanParts {
             group_rows: groups
                 .iter()
@@ -237,17 +244,21 @@ mod tests {
             limit: None,
             options: Default::default(),
         };
-        let split = split_groups(&parts(vec![vec![0, 1], vec![2], vec![3], vec![4, 5, 6]]), 3);
+        let split = split_groups(
+            &parts(vec![vec![0, 1], vec![2], vec![3], vec![4, 5, 6], vec![7]]),
+            4,
+        );
         let groups: Vec<_> = split.iter().map(|p| p.groups.clone()).collect();
         assert_eq!(
             groups,
             [
-                vec![vec![0, 1], vec![2]],
-                vec![vec![3], vec![4, 5, 6]],
-                vec![vec![], vec![]]
+                vec![vec![0, 1], vec![7]],
+                vec![vec![2], vec![]],
+                vec![vec![3], vec![]],
+                vec![vec![4, 5, 6], vec![]],
             ]
         );
-        assert_eq!(split[1].group_rows[1].rows, 30);
-        assert_eq!(split[2].group_rows[0].rows, 0);
+        assert_eq!(split[3].group_rows[0].rows, 30);
+        assert_eq!(split[1].group_rows[1].rows, 0);
     }
 }

@@ -43,22 +43,25 @@ impl PhysicalOptimizerRule for SpreadWriters {
                 return Ok(Transformed::no(node));
             };
             let input = Arc::clone(commit.children()[0]);
-            if input.properties().partitioning.partition_count() <= 1 {
-                return Ok(Transformed::no(node));
-            }
-            // The writers mark themselves in flight in the table's directory
-            // under a statement id (the commit removes the marks), so
-            // `lance_vacuum` on any process keeps their files.
             let Some(writer) = input.downcast_ref::<LanceWriteExec>() else {
-                let spread = Arc::new(CoalescePartitionsExec::new(input));
-                return Ok(Transformed::yes(node.with_new_children(vec![spread])?));
+                return Ok(Transformed::no(node));
             };
+            // The writers (and the commit) mark themselves in flight in the
+            // table's directory under a statement id, so `lance_vacuum` on
+            // any process keeps their files — whether or not they run in
+            // the commit's task.
             let statement = uuid::Uuid::new_v4().to_string();
             let target = Arc::new(commit.target().with_journal(statement));
-            let writer = LanceWriteExec::new(Arc::clone(writer.children()[0]), Arc::clone(&target));
-            let spread = Arc::new(CoalescePartitionsExec::new(Arc::new(writer)));
+            let partitions = input.properties().partitioning.partition_count();
+            let mut writer: Arc<dyn ExecutionPlan> = Arc::new(LanceWriteExec::new(
+                Arc::clone(writer.children()[0]),
+                Arc::clone(&target),
+            ));
+            if partitions > 1 {
+                writer = Arc::new(CoalescePartitionsExec::new(writer));
+            }
             Ok(Transformed::yes(Arc::new(LanceCommitExec::new(
-                spread,
+                writer,
                 target,
                 commit.kind(),
             ))))

@@ -136,16 +136,19 @@ impl ExecutionPlan for LanceCommitExec {
         let (target, kind) = (self.target.open(&context), self.kind);
         let fut = async move {
             let _writing = target.in_flight();
-            let committed = async {
-                let (rows, fragments) = collect_fragments(inputs, &target).await?;
-                commit_fragments(&target, kind, rows, fragments).await
-            }
-            .await;
-            // Committed or failed, the statement's writers are done.
+            let _mark = match &target.journal {
+                Some(statement) => Some(super::journal::begin(&target, statement).await?),
+                None => None,
+            };
+            let (rows, fragments) = collect_fragments(inputs, &target).await?;
+            let count = commit_fragments(&target, kind, rows, fragments).await?;
+            // Committed: the statement's files are referenced now. (After a
+            // failure the markers are left to lapse: the engine may retry
+            // the commit with the writers' files.)
             if let Some(statement) = &target.journal {
                 super::journal::end(&target, statement).await;
             }
-            count_batch(committed?)
+            count_batch(count)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             count_schema(),

@@ -2,12 +2,15 @@
 //! a cluster), kept beside the table's data:
 //! `<table>/_datafusion_lance/writes/<statement>/<attempt>`.
 //!
-//! Each writer task puts a marker before it writes a file; the commit removes
-//! the statement's markers once it has committed or failed. `lance_vacuum`,
-//! on any process, keeps every file newer than the oldest marker, so it never
-//! removes the uncommitted files of a statement running elsewhere. Markers
-//! older than [`stale_after`] belong to statements that never finished (a
-//! lost job) and are ignored.
+//! Each writer task (and the commit task) puts a marker before it writes and
+//! re-puts it every [`refresh_every`] while it runs: a lease. The commit
+//! removes the statement's markers once it has committed. `lance_vacuum`, on
+//! any process, keeps every file newer than the oldest live marker, so it
+//! never removes the uncommitted files of a statement running elsewhere. A
+//! marker not refreshed for [`stale_after`] belongs to a statement that
+//! failed or was lost (a killed executor, a cancelled job); `lance_vacuum`
+//! ignores and deletes it, and the statement's files become ordinary
+//! orphans.
 
 use std::sync::Arc;
 
@@ -21,9 +24,26 @@ use object_store_014::path::Path;
 use super::target::OpenTarget;
 use crate::error::Error;
 
-/// How old a marker may be before `lance_vacuum` ignores it.
+/// How often a running task re-puts its marker.
+pub(crate) fn refresh_every() -> std::time::Duration {
+    std::time::Duration::from_secs(60)
+}
+
+/// How old a marker may be before `lance_vacuum` ignores and deletes it.
 pub(crate) fn stale_after() -> TimeDelta {
-    TimeDelta::days(7)
+    TimeDelta::minutes(10)
+}
+
+/// A task's marker, refreshed until dropped.
+#[derive(Debug)]
+pub(crate) struct Mark {
+    refresher: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Mark {
+    fn drop(&mut self) {
+        self.refresher.abort();
+    }
 }
 
 /// The directory of every statement's markers under a table's `base`.
@@ -44,8 +64,9 @@ impl OpenTarget {
     }
 }
 
-/// Marks `statement` as writing to `target` (one marker per writer attempt).
-pub(crate) async fn begin(target: &OpenTarget, statement: &str) -> DFResult<()> {
+/// Marks `statement` as writing to `target` (one marker per task attempt)
+/// until the returned lease drops.
+pub(crate) async fn begin(target: &OpenTarget, statement: &str) -> DFResult<Mark> {
     let (store, base) = target.store().await?;
     let marker = writes_dir(&base)
         .join(statement)
@@ -54,7 +75,15 @@ pub(crate) async fn begin(target: &OpenTarget, statement: &str) -> DFResult<()> 
         .put(&marker, &[])
         .await
         .map_err(|e| Error::lance("marking a write in flight in", &target.location.uri, e))?;
-    Ok(())
+    let refresher = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(refresh_every()).await;
+            if let Err(e) = store.put(&marker, &[]).await {
+                log::warn!("could not refresh the in-flight marker '{marker}': {e}");
+            }
+        }
+    });
+    Ok(Mark { refresher })
 }
 
 /// Removes the markers of `statement` (best effort: a marker left behind only
@@ -75,21 +104,26 @@ pub(crate) async fn end(target: &OpenTarget, statement: &str) {
     }
 }
 
-/// When the oldest statement still writing to the table at `base` started,
-/// by its markers (stale ones ignored).
+/// When the oldest task still writing to the table at `base` last renewed
+/// its marker; stale markers are deleted (best effort).
 pub(crate) async fn oldest(
     store: &ObjectStore,
     base: &Path,
 ) -> lance::Result<Option<DateTime<Utc>>> {
     let fresh_since = Utc::now() - stale_after();
-    store
+    let markers: Vec<_> = store
         .read_dir_all(&writes_dir(base), None)
-        .try_fold(None, |oldest: Option<DateTime<Utc>>, meta| async move {
-            Ok(if meta.last_modified < fresh_since {
-                oldest
-            } else {
-                Some(oldest.map_or(meta.last_modified, |o| o.min(meta.last_modified)))
-            })
-        })
-        .await
+        .try_collect()
+        .await?;
+    let mut oldest: Option<DateTime<Utc>> = None;
+    for meta in markers {
+        if meta.last_modified < fresh_since {
+            if let Err(e) = store.delete(&meta.location).await {
+                log::warn!("could not remove the stale marker '{}': {e}", meta.location);
+            }
+        } else {
+            oldest = Some(oldest.map_or(meta.last_modified, |o| o.min(meta.last_modified)));
+        }
+    }
+    Ok(oldest)
 }

@@ -177,14 +177,7 @@ async fn vacuum(
         candidates.extend(listed);
     }
     // Nor a file of a statement writing from another process.
-    let data_dir = dataset.data_dir();
-    let base = object_store_014::path::Path::from(
-        data_dir
-            .as_ref()
-            .strip_suffix("data")
-            .unwrap_or_default()
-            .trim_end_matches('/'),
-    );
+    let base = dataset.branch_location().path;
     if let Some(started) = journal::oldest(&store, &base).await.map_err(err)? {
         cutoff = cutoff.min(started - TimeDelta::seconds(1));
     }

@@ -133,9 +133,10 @@ impl ExecutionPlan for LanceWriteExec {
             // writes (the commit node registers the statement again).
             let _writing = target.in_flight();
             // ... and in every process when the commit runs elsewhere.
-            if let Some(statement) = &target.journal {
-                super::journal::begin(&target, statement).await?;
-            }
+            let _mark = match &target.journal {
+                Some(statement) => Some(super::journal::begin(&target, statement).await?),
+                None => None,
+            };
             let (rows, fragments) = write_partition(input, target).await?;
             rows_written.add(rows as usize);
             encode_fragments(rows, &fragments)

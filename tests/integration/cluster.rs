@@ -41,14 +41,52 @@ fn lance_cluster(args: &[&str]) -> Child {
         .expect("start lance-cluster")
 }
 
-/// The first line a process prints (its address), or a panic naming what
-/// it printed instead.
+/// The first line a process prints (its address), within 30 s; the rest of
+/// its output is drained (and dropped) until it exits.
 fn first_line(process: &mut Child) -> String {
-    let mut line = String::new();
-    BufReader::new(process.stdout.take().unwrap())
-        .read_line(&mut line)
+    let stdout = process.stdout.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let _ = sender.send(lines.next().and_then(Result::ok).unwrap_or_default());
+        lines.for_each(drop);
+    });
+    receiver
+        .recv_timeout(Duration::from_secs(30))
+        .expect("no line printed within 30 s")
+}
+
+/// `command`'s output, or a panic (and the process killed) after 120 s.
+fn output_within(command: &mut Command) -> std::process::Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    line
+    let read = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = read(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = read(child.stderr.take().map(|p| Box::new(p) as _));
+    for _ in 0..2400 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return std::process::Output {
+                status,
+                stdout: stdout.join().unwrap(),
+                stderr: stderr.join().unwrap(),
+            };
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("{command:?} did not finish within 120 s");
 }
 
 /// `GET path` on the scheduler's REST API (one request, 2 s at most).
@@ -72,12 +110,11 @@ impl Cluster {
     /// A scheduler and `executors` executors on 127.0.0.1, each with two
     /// task slots; returns once every executor has registered.
     fn start(executors: usize) -> Self {
-        let mut scheduler = lance_cluster(&["scheduler", "--bind", "127.0.0.1:0"]);
-        let line = first_line(&mut scheduler);
         let mut cluster = Cluster {
             scheduler: "127.0.0.1:1".parse().unwrap(),
-            processes: vec![scheduler],
+            processes: vec![lance_cluster(&["scheduler", "--bind", "127.0.0.1:0"])],
         };
+        let line = first_line(&mut cluster.processes[0]);
         cluster.scheduler = line
             .trim()
             .strip_prefix("lance-cluster scheduler listening on ")
@@ -86,7 +123,7 @@ impl Cluster {
             .unwrap();
         let scheduler = cluster.scheduler.to_string();
         for _ in 0..executors {
-            let mut executor = lance_cluster(&[
+            cluster.processes.push(lance_cluster(&[
                 "executor",
                 "--scheduler",
                 &scheduler,
@@ -94,13 +131,12 @@ impl Cluster {
                 "127.0.0.1:0",
                 "--slots",
                 "2",
-            ]);
-            let line = first_line(&mut executor);
+            ]));
+            let line = first_line(cluster.processes.last_mut().unwrap());
             assert!(
-                line.starts_with("lance-cluster executor listening on 127.0.0.1:"),
+                line.starts_with("lance-cluster executor starting on 127.0.0.1:"),
                 "executor printed {line:?}"
             );
-            cluster.processes.push(executor);
         }
         // Wait for the registrations (bounded: 20 s).
         for _ in 0..200 {
@@ -239,7 +275,14 @@ async fn writes_on_a_cluster_commit_once() {
     assert_eq!(version(&uri).await, v0 + 1);
     let ds = lance::Dataset::open(&uri).await.unwrap();
     assert_eq!(ds.count_rows(None).await.unwrap(), 10_000);
-    assert!(ds.get_fragments().len() >= 4, "written by several tasks");
+    // lance.max_rows_per_file reached the executors' writers.
+    let fragments = ds.get_fragments();
+    assert_eq!(fragments.len(), 20);
+    assert!(
+        fragments
+            .iter()
+            .all(|f| f.metadata().physical_rows == Some(500))
+    );
     let stats = |ctx: &SessionContext| {
         let ctx = ctx.clone();
         async move {
@@ -353,21 +396,21 @@ async fn lance_sql_runs_statements_on_a_cluster() {
     numbers_table(&uri).await;
     let cluster = Cluster::start(2);
     let url = format!("df://{}", cluster.scheduler);
-    let out = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
-        .current_dir(dir.path())
-        .args([
-            "--cluster",
-            &url,
-            "-q",
-            "--format",
-            "csv",
-            "-c",
-            &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
-            "-c",
-            "SELECT count(*) AS n, sum(id) AS total FROM t WHERE id % 2 = 0",
-        ])
-        .output()
-        .unwrap();
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+            .current_dir(dir.path())
+            .args([
+                "--cluster",
+                &url,
+                "-q",
+                "--format",
+                "csv",
+                "-c",
+                &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+                "-c",
+                "SELECT count(*) AS n, sum(id) AS total FROM t WHERE id % 2 = 0",
+            ]),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -376,10 +419,12 @@ async fn lance_sql_runs_statements_on_a_cluster() {
     );
     assert_eq!(stdout, "n,total\n1000,999000\n");
 
-    let bad = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
-        .args(["--cluster", "http://127.0.0.1:1", "-c", "SELECT 1"])
-        .output()
-        .unwrap();
+    let bad = output_within(Command::new(env!("CARGO_BIN_EXE_lance-sql")).args([
+        "--cluster",
+        "http://127.0.0.1:1",
+        "-c",
+        "SELECT 1",
+    ]));
     assert!(!bad.status.success());
     let stderr = String::from_utf8_lossy(&bad.stderr);
     assert!(stderr.contains("expected df://HOST:PORT"), "{stderr}");
@@ -584,7 +629,8 @@ async fn a_scheduler_runs_writers_apart_from_their_commit() {
 /// directory until the commit: `lance_vacuum` run by another process between
 /// the writers and the commit (the way a vacuum on another executor would,
 /// with `orphans_older_than=0s`) keeps their files, the commit lands with
-/// every row, and the marks are gone afterwards.
+/// every row, and the marks are gone afterwards. (The table path holds `~`
+/// and a space: the marks are found where the writers put them.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
     use datafusion::datasource::memory::MemorySourceConfig;
@@ -592,7 +638,7 @@ async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let source = dataset_path(&dir, "src.lance");
     numbers_table(&source).await;
-    let uri = dataset_path(&dir, "t.lance");
+    let uri = dataset_path(&dir, "t~1 a.lance");
     let config = datafusion_lance::cluster::ballista::cluster_config(
         SessionConfig::new().with_target_partitions(4),
     );
@@ -631,7 +677,7 @@ async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
                 .unwrap(),
         );
     }
-    let marks = dir.path().join("t.lance/_datafusion_lance/writes");
+    let marks = dir.path().join("t~1 a.lance/_datafusion_lance/writes");
     let marks_left = || {
         if marks.exists() {
             crate::support::all_files(&marks).len()
@@ -641,20 +687,20 @@ async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
     };
     assert_eq!(marks_left(), 4, "one mark per writer task");
     // Another process vacuums every unreferenced file it may.
-    let out = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
-        .current_dir(dir.path())
-        .args([
-            "-q",
-            "--format",
-            "csv",
-            "-c",
-            &format!(
-                "SELECT orphans_removed FROM lance_vacuum('{uri}', 'older_than=0s', \
+    let out = output_within(
+        Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+            .current_dir(dir.path())
+            .args([
+                "-q",
+                "--format",
+                "csv",
+                "-c",
+                &format!(
+                    "SELECT orphans_removed FROM lance_vacuum('{uri}', 'older_than=0s', \
                  'orphans_older_than=0s')"
-            ),
-        ])
-        .output()
-        .unwrap();
+                ),
+            ]),
+    );
     assert!(
         out.status.success(),
         "{}",
