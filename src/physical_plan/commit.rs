@@ -194,19 +194,60 @@ pub(crate) async fn commit_fragments(
     if kind == CommitKind::Append && fragments.is_empty() {
         return Ok(0);
     }
-    let commit = match prepare(target, kind, &fragments).await {
+    // A commit task an engine runs again after it committed (its executor
+    // lost before it reported) finds its statement's version and commits
+    // nothing more (checked first: the files are that version's now).
+    if let Some(statement) = &target.journal
+        && let Some(version) = committed_by(target, statement).await?
+    {
+        log::info!(
+            "statement {statement} already committed version {version} of '{}'",
+            target.display_uri()
+        );
+        return Ok(rows);
+    }
+    let mut commit = match prepare(target, kind, &fragments).await {
         Ok(prepare) => prepare,
         Err(e) => {
             target.remove_files(&fragments).await;
             return Err(e);
         }
     };
+    if let Some(statement) = &target.journal {
+        commit = commit.with_statement(statement);
+    }
     let committed = target.commit(commit).await?;
     match kind {
         CommitKind::Truncate => Ok(rows_replaced(target, &committed).await),
         _ => Ok(rows),
     }
 }
+
+/// The version `statement` committed after the version it read, if any.
+async fn committed_by(target: &OpenTarget, statement: &str) -> DFResult<Option<u64>> {
+    let latest = match target.latest().await {
+        Ok(latest) => latest,
+        // A statement creating the table has not committed it.
+        Err(Error::DatasetNotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    for version in target.read_version() + 1..=latest.version_id() {
+        let transaction = latest
+            .read_transaction_by_version(version)
+            .await
+            .map_err(|e| Error::lance("reading the history of", &target.location.uri, e))?;
+        let ours = transaction
+            .and_then(|t| t.transaction_properties)
+            .is_some_and(|p| p.get(STATEMENT_PROPERTY).is_some_and(|s| s == statement));
+        if ours {
+            return Ok(Some(version));
+        }
+    }
+    Ok(None)
+}
+
+/// The Lance transaction property naming the statement that committed it.
+pub(crate) const STATEMENT_PROPERTY: &str = "datafusion-lance.statement";
 
 /// The transaction committing `fragments` as `kind`.
 async fn prepare(

@@ -65,6 +65,23 @@ impl Commit {
         }
     }
 
+    /// Names the statement in the transaction's properties (so a repeated
+    /// commit of the same statement can find it).
+    pub(crate) fn with_statement(mut self, statement: &str) -> Self {
+        let mut properties = self
+            .transaction
+            .transaction_properties
+            .as_deref()
+            .cloned()
+            .unwrap_or_default();
+        properties.insert(
+            super::commit::STATEMENT_PROPERTY.to_string(),
+            statement.to_string(),
+        );
+        self.transaction.transaction_properties = Some(Arc::new(properties));
+        self
+    }
+
     /// Declares the rows the transaction touches.
     pub(crate) fn with_affected_rows(mut self, rows: impl Into<RowAddrTreeMap>) -> Self {
         self.affected_rows = Some(rows.into());

@@ -710,7 +710,7 @@ async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
     // The commit stage, fed the writers' rows.
     let input = MemorySourceConfig::try_new_exec(&[rows], writers.schema(), None).unwrap();
     let commit = Arc::clone(&plan).with_new_children(vec![input]).unwrap();
-    let committed = datafusion::physical_plan::collect(commit, ctx.task_ctx())
+    let committed = datafusion::physical_plan::collect(Arc::clone(&commit), ctx.task_ctx())
         .await
         .unwrap();
     assert_eq!(crate::support::sorted_rows(&committed), ["2000"]);
@@ -723,4 +723,17 @@ async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
     );
     crate::support::validates(&uri).await;
     assert_eq!(marks_left(), 0, "marks left behind");
+
+    // The commit task run again (as Ballista re-runs a stage whose executor
+    // was lost before it reported) finds its version and commits nothing.
+    let again = datafusion::physical_plan::collect(commit, ctx.task_ctx())
+        .await
+        .unwrap();
+    assert_eq!(crate::support::sorted_rows(&again), ["2000"]);
+    assert_eq!(version(&uri).await, v0 + 1);
+    assert_eq!(
+        try_rows(&ctx, "SELECT count(*) FROM t").await.unwrap(),
+        ["2000"]
+    );
+    crate::support::validates(&uri).await;
 }
