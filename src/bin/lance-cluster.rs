@@ -7,6 +7,7 @@
 //!
 //! Both register the Lance codecs, the `lance.*` settings and the
 //! process-level shared Lance session (see `datafusion_lance::cluster`).
+//! `RUST_LOG=info` logs the engine's events to standard error.
 //! Port 0 picks a free port. A scheduler prints the address it listens on as
 //! the first line of standard output once it accepts connections; an
 //! executor prints the addresses it uses as it starts (it then registers with
@@ -45,6 +46,10 @@ enum Role {
         /// the bind host).
         #[clap(long)]
         advertise_host: Option<String>,
+        /// An executor not heard from for this long is lost: its tasks run
+        /// again elsewhere.
+        #[clap(long, default_value = "180")]
+        executor_timeout_seconds: u64,
     },
     /// Run an executor for the scheduler at `--scheduler`.
     Executor {
@@ -69,16 +74,27 @@ enum Role {
         /// Directory for shuffle files (default: a temporary directory).
         #[clap(long)]
         work_dir: Option<String>,
+        /// Seconds between heartbeats to the scheduler.
+        #[clap(long, default_value = "60")]
+        heartbeat_seconds: u64,
     },
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // RUST_LOG=info (or debug, ...) logs Ballista's and Lance's events to stderr.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let result = match Args::parse().role {
         Role::Scheduler {
             bind,
             advertise_host,
-        } => scheduler(bind, advertise_host).await,
+            executor_timeout_seconds,
+        } => scheduler(bind, advertise_host, executor_timeout_seconds).await,
         Role::Executor {
             scheduler,
             bind,
@@ -86,7 +102,17 @@ async fn main() -> ExitCode {
             slots,
             advertise_host,
             work_dir,
-        } => executor(scheduler, bind, grpc_port, slots, advertise_host, work_dir).await,
+            heartbeat_seconds,
+        } => {
+            let options = ExecutorOptions {
+                grpc_port,
+                slots,
+                advertise_host,
+                work_dir,
+                heartbeat_seconds,
+            };
+            executor(scheduler, bind, options).await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -127,12 +153,21 @@ fn advertised(bind: SocketAddr, advertise_host: Option<String>) -> String {
     advertise_host.unwrap_or_else(|| bind.ip().to_string())
 }
 
-async fn scheduler(bind: SocketAddr, advertise_host: Option<String>) -> Result<(), String> {
+async fn scheduler(
+    bind: SocketAddr,
+    advertise_host: Option<String>,
+    executor_timeout_seconds: u64,
+) -> Result<(), String> {
     let bind = with_port(bind).map_err(|e| format!("--bind {bind}: {e}"))?;
     let mut config = scheduler_config()
         .with_hostname(advertised(bind, advertise_host))
         .with_port(bind.port());
     config.bind_host = bind.ip().to_string();
+    config.executor_timeout_seconds = executor_timeout_seconds;
+    // Look for lost executors at least as often as they may be declared lost.
+    config.expire_dead_executor_interval_seconds = config
+        .expire_dead_executor_interval_seconds
+        .min(executor_timeout_seconds.max(1));
     let cluster = BallistaCluster::new_from_config(&config)
         .await
         .map_err(|e| e.to_string())?;
@@ -170,14 +205,27 @@ async fn scheduler(bind: SocketAddr, advertise_host: Option<String>) -> Result<(
     }
 }
 
-async fn executor(
-    scheduler: String,
-    bind: SocketAddr,
+/// The executor's flags beyond its addresses.
+struct ExecutorOptions {
     grpc_port: Option<u16>,
     slots: Option<usize>,
     advertise_host: Option<String>,
     work_dir: Option<String>,
+    heartbeat_seconds: u64,
+}
+
+async fn executor(
+    scheduler: String,
+    bind: SocketAddr,
+    options: ExecutorOptions,
 ) -> Result<(), String> {
+    let ExecutorOptions {
+        grpc_port,
+        slots,
+        advertise_host,
+        work_dir,
+        heartbeat_seconds,
+    } = options;
     if scheduler.contains("://") {
         return Err(format!(
             "--scheduler '{scheduler}': expected HOST:PORT (no scheme)"
@@ -213,6 +261,7 @@ async fn executor(
     // An executor may start before its scheduler: retry for 30 s.
     config.scheduler_connect_timeout_seconds = 30;
     config.work_dir = work_dir;
+    config.executor_heartbeat_interval_seconds = heartbeat_seconds.max(1);
     if let Some(slots) = slots {
         if slots == 0 {
             return Err("--slots must be at least 1".into());

@@ -22,6 +22,7 @@
 use std::sync::Arc;
 
 use ::ballista::prelude::SessionContextExt;
+use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::extension::SessionConfigExt;
 use ballista_core::planner::BallistaQueryPlanner;
 use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
@@ -89,6 +90,7 @@ pub fn scheduler_session(config: SessionConfig) -> DFResult<SessionState> {
 /// builder; set its bind address and port before starting it.
 pub fn scheduler_config() -> SchedulerConfig {
     let mut config = SchedulerConfig::default()
+        .with_scheduler_policy(TaskSchedulingPolicy::PullStaged)
         .with_override_config_producer(Arc::new(|| {
             cluster_config(SessionConfig::new_with_ballista())
         }))
@@ -108,6 +110,7 @@ pub fn executor_config() -> ExecutorProcessConfig {
         })),
         override_logical_codec: Some(logical_codec()),
         override_physical_codec: Some(physical_codec()),
+        task_scheduling_policy: TaskSchedulingPolicy::PullStaged,
         ..Default::default()
     }
 }
