@@ -11,14 +11,14 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
-use lance::dataset::transaction::Operation;
+use lance::dataset::transaction::{Operation, Transaction};
 use lance_table::format::Fragment;
 
 use super::target::{
     CommitKind, OpenTarget, WriteTarget, count_batch, count_schema, decode_fragments, execute_all,
     join_writers, one_row_properties,
 };
-use super::transaction::{Commit, ensure_absent};
+use super::transaction::{Commit, STATEMENT_PROPERTY, ensure_absent, written_fragments};
 use crate::error::Error;
 
 /// Runs every partition of its input (a [`super::LanceWriteExec`]) and
@@ -141,14 +141,7 @@ impl ExecutionPlan for LanceCommitExec {
                 None => None,
             };
             let (rows, fragments) = collect_fragments(inputs, &target).await?;
-            let count = commit_fragments(&target, kind, rows, fragments).await?;
-            // Committed: the statement's files are referenced now. (After a
-            // failure the markers are left to lapse: the engine may retry
-            // the commit with the writers' files.)
-            if let Some(statement) = &target.journal {
-                super::journal::end(&target, statement).await;
-            }
-            count_batch(count)
+            count_batch(commit_fragments(&target, kind, rows, fragments).await?)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             count_schema(),
@@ -198,24 +191,23 @@ pub(crate) async fn commit_fragments(
     // lost before it reported) finds its statement's version and commits
     // nothing more (checked first: the files are that version's now).
     if let Some(statement) = &target.journal
-        && let Some(version) = committed_by(target, statement).await?
+        && let Some((version, transaction)) = committed_by(target, statement).await?
     {
         log::info!(
             "statement {statement} already committed version {version} of '{}'",
             target.display_uri()
         );
+        let (held, _) = written_fragments(&transaction.operation);
+        super::journal::end(target, statement, &held).await;
         return Ok(rows);
     }
-    let mut commit = match prepare(target, kind, &fragments).await {
-        Ok(prepare) => prepare,
+    let commit = match prepare(target, kind, &fragments).await {
+        Ok(prepare) => prepare.with_result(vec![rows]),
         Err(e) => {
             target.remove_files(&fragments).await;
             return Err(e);
         }
     };
-    if let Some(statement) = &target.journal {
-        commit = commit.with_statement(statement);
-    }
     let committed = target.commit(commit).await?;
     match kind {
         CommitKind::Truncate => Ok(rows_replaced(target, &committed).await),
@@ -223,8 +215,12 @@ pub(crate) async fn commit_fragments(
     }
 }
 
-/// The version `statement` committed after the version it read, if any.
-async fn committed_by(target: &OpenTarget, statement: &str) -> DFResult<Option<u64>> {
+/// The version `statement` committed after the version it read, and its
+/// transaction, if any.
+pub(crate) async fn committed_by(
+    target: &OpenTarget,
+    statement: &str,
+) -> DFResult<Option<(u64, Transaction)>> {
     let latest = match target.latest().await {
         Ok(latest) => latest,
         // A statement creating the table has not committed it.
@@ -236,18 +232,17 @@ async fn committed_by(target: &OpenTarget, statement: &str) -> DFResult<Option<u
             .read_transaction_by_version(version)
             .await
             .map_err(|e| Error::lance("reading the history of", &target.location.uri, e))?;
-        let ours = transaction
-            .and_then(|t| t.transaction_properties)
-            .is_some_and(|p| p.get(STATEMENT_PROPERTY).is_some_and(|s| s == statement));
-        if ours {
-            return Ok(Some(version));
+        let ours = transaction.filter(|t| {
+            t.transaction_properties
+                .as_ref()
+                .is_some_and(|p| p.get(STATEMENT_PROPERTY).is_some_and(|s| s == statement))
+        });
+        if let Some(transaction) = ours {
+            return Ok(Some((version, transaction)));
         }
     }
     Ok(None)
 }
-
-/// The Lance transaction property naming the statement that committed it.
-pub(crate) const STATEMENT_PROPERTY: &str = "datafusion-lance.statement";
 
 /// The transaction committing `fragments` as `kind`.
 async fn prepare(

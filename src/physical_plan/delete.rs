@@ -11,9 +11,11 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use lance::dataset::transaction::Operation;
 
+use super::journal::{self, Start};
 use super::rows::{apply_deletions, collect_addresses};
 use super::target::{
-    WriteTarget, count_batch, count_schema, execute_all, one_row_properties, write_error,
+    OpenTarget, WriteTarget, count_batch, count_schema, execute_all, one_row_properties,
+    write_error,
 };
 use super::transaction::Commit;
 
@@ -43,6 +45,12 @@ impl LanceDeleteExec {
             target,
             properties,
         }
+    }
+
+    /// The same statement on `target` (the same table, marked as one
+    /// statement on a cluster).
+    pub(crate) fn with_target(&self, target: Arc<WriteTarget>) -> Self {
+        Self::new(Arc::clone(&self.input), target)
     }
 
     /// The table written.
@@ -97,30 +105,40 @@ impl ExecutionPlan for LanceDeleteExec {
         let target = self.target.open(&context);
         let fut = async move {
             let _writing = target.in_flight();
-            let addresses = collect_addresses(inputs, 0).await?;
-            if addresses.is_empty() {
-                return count_batch(0);
-            }
-            let Some(base) = target.base().await? else {
-                return internal_err!("DELETE needs an existing table");
+            let mark = match journal::start(&target).await? {
+                Start::Committed { result, .. } => return count_batch(journal::rows(&result)),
+                Start::Run(mark) => mark,
             };
-            let (updated_fragments, deleted_fragment_ids) = apply_deletions(&base, &addresses)
-                .await
-                .map_err(|e| write_error(&target, "deleting from", e))?;
-            let operation = Operation::Delete {
-                updated_fragments,
-                deleted_fragment_ids,
-                predicate: "datafusion-lance DELETE (rows selected by DataFusion)".into(),
-            };
-            let count = addresses.len();
-            target
-                .commit(Commit::new(Some(base), operation).with_affected_rows(addresses))
-                .await?;
-            count_batch(count)
+            count_batch(journal::marked(mark, delete_rows(&target, inputs)).await?)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             count_schema(),
             futures::stream::once(fut),
         )))
     }
+}
+
+/// Deletes the rows `inputs` address in one transaction; returns how many.
+async fn delete_rows(target: &OpenTarget, inputs: Vec<SendableRecordBatchStream>) -> DFResult<u64> {
+    let addresses = collect_addresses(inputs, 0).await?;
+    if addresses.is_empty() {
+        return Ok(0);
+    }
+    let Some(base) = target.base().await? else {
+        return internal_err!("DELETE needs an existing table");
+    };
+    let (updated_fragments, deleted_fragment_ids) = apply_deletions(&base, &addresses)
+        .await
+        .map_err(|e| write_error(target, "deleting from", e))?;
+    let operation = Operation::Delete {
+        updated_fragments,
+        deleted_fragment_ids,
+        predicate: "datafusion-lance DELETE (rows selected by DataFusion)".into(),
+    };
+    let count = addresses.len();
+    let commit = Commit::new(Some(base), operation)
+        .with_affected_rows(addresses)
+        .with_result(vec![count]);
+    target.commit(commit).await?;
+    Ok(count)
 }

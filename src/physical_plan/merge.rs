@@ -25,6 +25,7 @@ use lance::dataset::{MergeInsertBuilder, MergeInsertJob};
 use lance::dataset::{WhenMatched as LanceMatched, WhenNotMatched as LanceNotMatched};
 use std::collections::HashMap;
 
+use super::journal::{self, Start};
 use super::merge_options::{
     MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
     stats_schema,
@@ -104,6 +105,20 @@ impl LanceMergeExec {
 
     fn output_schema(&self) -> SchemaRef {
         Arc::clone(self.properties.eq_properties.schema())
+    }
+
+    /// The same statement on `target` (the same table, marked as one
+    /// statement on a cluster).
+    pub(crate) fn with_target(&self, target: Arc<WriteTarget>) -> Self {
+        Self {
+            input: Arc::clone(&self.input),
+            target,
+            keys: self.keys.clone(),
+            options: self.options.clone(),
+            output: self.output,
+            reads_target: self.reads_target,
+            properties: Arc::clone(&self.properties),
+        }
     }
 
     /// The table written.
@@ -211,9 +226,20 @@ impl ExecutionPlan for LanceMergeExec {
         let schema = self.output_schema();
         let fut = async move {
             let _writing = target.in_flight();
-            let source = checked_source(inputs, &source_schema, key_indices, &target).await?;
-            let (inserted, updated, deleted, version) =
-                run_merge(&target, keys, &options, source, reads_target).await?;
+            let (inserted, updated, deleted, version) = match journal::start(&target).await? {
+                Start::Committed { version, result } => {
+                    let n = |i: usize| result.get(i).copied().unwrap_or(0);
+                    (n(0), n(1), n(2), version)
+                }
+                Start::Run(mark) => {
+                    let merged = async {
+                        let source =
+                            checked_source(inputs, &source_schema, key_indices, &target).await?;
+                        run_merge(&target, keys, &options, source, reads_target).await
+                    };
+                    journal::marked(mark, merged).await?
+                }
+            };
             match output {
                 MergeOutput::Count => count_batch(inserted + updated),
                 MergeOutput::Stats => Ok(RecordBatch::try_new(
@@ -277,6 +303,11 @@ async fn run_merge(
             commit = commit.with_affected_rows(rows);
         }
         let stats = uncommitted.stats;
+        commit = commit.with_result(vec![
+            stats.num_inserted_rows,
+            stats.num_updated_rows,
+            stats.num_deleted_rows,
+        ]);
         // A failed attempt's files are removed by the commit path (a retry
         // writes its own).
         match target.try_commit(commit).await {

@@ -19,6 +19,13 @@ use super::rows::remove_new_deletion_files;
 use super::target::OpenTarget;
 use crate::error::Error;
 
+/// The Lance transaction property naming the statement that committed it.
+pub(crate) const STATEMENT_PROPERTY: &str = "datafusion-lance.statement";
+
+/// The Lance transaction property holding the committing statement's result
+/// (a JSON array of row counts).
+pub(crate) const RESULT_PROPERTY: &str = "datafusion-lance.result";
+
 /// One transaction a statement commits, with the files it wrote for it.
 pub(crate) struct Commit {
     /// The version the transaction was built on (`None`: it creates the table).
@@ -31,6 +38,28 @@ pub(crate) struct Commit {
     /// Rows the transaction touches, so Lance can rebase it over disjoint
     /// concurrent row-level changes.
     affected_rows: Option<RowAddrTreeMap>,
+    /// The statement's result (row counts), kept in the transaction on a
+    /// cluster so a task run again after it committed can answer it.
+    result: Vec<u64>,
+}
+
+/// The fragments an operation's statement wrote data files for, and those
+/// whose deletion files it may have written.
+pub(crate) fn written_fragments(operation: &Operation) -> (Vec<Fragment>, Vec<Fragment>) {
+    match operation {
+        Operation::Append { fragments } | Operation::Overwrite { fragments, .. } => {
+            (fragments.clone(), Vec::new())
+        }
+        Operation::Update {
+            new_fragments,
+            updated_fragments,
+            ..
+        } => (new_fragments.clone(), updated_fragments.clone()),
+        Operation::Delete {
+            updated_fragments, ..
+        } => (Vec::new(), updated_fragments.clone()),
+        _ => (Vec::new(), Vec::new()),
+    }
 }
 
 impl Commit {
@@ -42,44 +71,38 @@ impl Commit {
 
     /// A transaction Lance built on `base` (a merge-insert job's).
     pub(crate) fn of(base: Option<Arc<Dataset>>, transaction: Transaction) -> Self {
-        let (new_fragments, updated_fragments) = match &transaction.operation {
-            Operation::Append { fragments } | Operation::Overwrite { fragments, .. } => {
-                (fragments.clone(), Vec::new())
-            }
-            Operation::Update {
-                new_fragments,
-                updated_fragments,
-                ..
-            } => (new_fragments.clone(), updated_fragments.clone()),
-            Operation::Delete {
-                updated_fragments, ..
-            } => (Vec::new(), updated_fragments.clone()),
-            _ => (Vec::new(), Vec::new()),
-        };
+        let (new_fragments, updated_fragments) = written_fragments(&transaction.operation);
         Self {
             base,
             transaction,
             new_fragments,
             updated_fragments,
             affected_rows: None,
+            result: Vec::new(),
         }
     }
 
-    /// Names the statement in the transaction's properties (so a repeated
-    /// commit of the same statement can find it).
-    pub(crate) fn with_statement(mut self, statement: &str) -> Self {
+    /// The statement's result, returned again by a task of the same
+    /// statement run after this commit (on a cluster).
+    pub(crate) fn with_result(mut self, result: Vec<u64>) -> Self {
+        self.result = result;
+        self
+    }
+
+    /// Names the statement (and its result) in the transaction's properties,
+    /// so a task of the same statement run again can find it.
+    fn name_statement(&mut self, statement: &str) {
         let mut properties = self
             .transaction
             .transaction_properties
             .as_deref()
             .cloned()
             .unwrap_or_default();
-        properties.insert(
-            super::commit::STATEMENT_PROPERTY.to_string(),
-            statement.to_string(),
-        );
+        properties.insert(STATEMENT_PROPERTY.to_string(), statement.to_string());
+        if let Ok(result) = serde_json::to_string(&self.result) {
+            properties.insert(RESULT_PROPERTY.to_string(), result);
+        }
         self.transaction.transaction_properties = Some(Arc::new(properties));
-        self
     }
 
     /// Declares the rows the transaction touches.
@@ -102,13 +125,17 @@ impl OpenTarget {
 
     /// Like [`Self::commit`], returning Lance's error unconverted (for a
     /// caller that retries some of them; convert with [`commit_error`]).
-    pub(crate) async fn try_commit(&self, commit: Commit) -> lance::Result<Arc<Dataset>> {
+    pub(crate) async fn try_commit(&self, mut commit: Commit) -> lance::Result<Arc<Dataset>> {
+        if let Some(statement) = &self.journal {
+            commit.name_statement(statement);
+        }
         let Commit {
             base,
             transaction,
             new_fragments,
             updated_fragments,
             affected_rows,
+            result: _,
         } = commit;
         let dest = match &base {
             Some(base) => WriteDestination::Dataset(Arc::clone(base)),
@@ -127,6 +154,12 @@ impl OpenTarget {
             Ok(committed) => {
                 let committed = Arc::new(committed);
                 self.note_committed(Arc::clone(&committed));
+                // Committed: the statement's files are referenced now. (After
+                // a failure its marks are left to lapse: the engine may run
+                // the commit again with the writers' files.)
+                if let Some(statement) = &self.journal {
+                    super::journal::end(self, statement, &new_fragments).await;
+                }
                 Ok(committed)
             }
             Err(e) => {

@@ -16,6 +16,7 @@ use lance::dataset::transaction::{Operation, UpdateMode};
 use lance_table::format::Fragment;
 use roaring::RoaringTreemap;
 
+use super::journal::{self, Start};
 use super::rows::{addresses_of, apply_deletions};
 use super::target::{
     OpenTarget, WriteTarget, count_batch, count_schema, execute_all, join_writers,
@@ -60,6 +61,16 @@ impl LanceUpdateExec {
             target,
             properties,
         })
+    }
+
+    /// The same statement on `target` (the same table, marked as one
+    /// statement on a cluster).
+    pub(crate) fn with_target(&self, target: Arc<WriteTarget>) -> Self {
+        Self {
+            input: Arc::clone(&self.input),
+            target,
+            properties: Arc::clone(&self.properties),
+        }
     }
 
     /// The table written.
@@ -114,20 +125,32 @@ impl ExecutionPlan for LanceUpdateExec {
         let target = self.target.open(&context);
         let fut = async move {
             let _writing = target.in_flight();
-            let (addresses, fragments) = rewrite_rows(inputs, &target).await?;
-            if addresses.is_empty() {
-                target.remove_files(&fragments).await;
-                return count_batch(0);
-            }
-            let count = addresses.len();
-            commit_update(&target, addresses, fragments).await?;
-            count_batch(count)
+            let mark = match journal::start(&target).await? {
+                Start::Committed { result, .. } => return count_batch(journal::rows(&result)),
+                Start::Run(mark) => mark,
+            };
+            count_batch(journal::marked(mark, update_rows(&target, inputs)).await?)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             count_schema(),
             futures::stream::once(fut),
         )))
     }
+}
+
+/// Rewrites the rows `inputs` give and commits them; returns how many.
+async fn update_rows(
+    target: &Arc<OpenTarget>,
+    inputs: Vec<SendableRecordBatchStream>,
+) -> DFResult<u64> {
+    let (addresses, fragments) = rewrite_rows(inputs, target).await?;
+    if addresses.is_empty() {
+        target.remove_files(&fragments).await;
+        return Ok(0);
+    }
+    let count = addresses.len();
+    commit_update(target, addresses, fragments).await?;
+    Ok(count)
 }
 
 /// Writes the new rows of every partition and collects the old addresses.
@@ -206,8 +229,10 @@ async fn commit_update(
         inserted_rows_filter: None,
         updated_fragment_offsets: None,
     };
-    target
-        .commit(Commit::new(Some(base), operation).with_affected_rows(addresses))
-        .await?;
+    let count = addresses.len();
+    let commit = Commit::new(Some(base), operation)
+        .with_affected_rows(addresses)
+        .with_result(vec![count]);
+    target.commit(commit).await?;
     Ok(())
 }

@@ -133,11 +133,26 @@ impl ExecutionPlan for LanceWriteExec {
             // writes (the commit node registers the statement again).
             let _writing = target.in_flight();
             // ... and in every process when the commit runs elsewhere.
-            let _mark = match &target.journal {
+            let mark = match &target.journal {
                 Some(statement) => Some(super::journal::begin(&target, statement).await?),
                 None => None,
             };
-            let (rows, fragments) = write_partition(input, target).await?;
+            let written = write_partition(input, target).await;
+            let (rows, fragments) = match (written, mark) {
+                // The marker stays (no longer refreshed) with the fragments
+                // recorded: the commit removes it.
+                (Ok(written), Some(mark)) => {
+                    mark.record(&written.1).await;
+                    written
+                }
+                (Ok(written), None) => written,
+                // Lance removed this attempt's files: nothing to protect.
+                (Err(e), Some(mark)) => {
+                    mark.release().await;
+                    return Err(e);
+                }
+                (Err(e), None) => return Err(e),
+            };
             rows_written.add(rows as usize);
             encode_fragments(rows, &fragments)
         };
