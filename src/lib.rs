@@ -11,6 +11,7 @@ pub mod physical_plan;
 mod planner;
 mod session;
 mod table;
+mod udf;
 mod udtf;
 
 use std::sync::Arc;
@@ -41,6 +42,7 @@ pub use session::{
     LanceSessionCache, OpenerStats, SHARE_SESSION_ENV, session_sharing_disabled, store_params,
 };
 pub use table::{LanceTableProvider, LanceTableProviderBuilder, LanceTableProviderFactory};
+pub use udf::{SESSION_STATS_FUNCTION_NAME, SessionStatsFunction, scalar_functions};
 pub use udtf::{
     CACHE_STATS_FUNCTION_NAME, CacheStatsFunction, VACUUM_FUNCTION_NAME, VERSIONS_FUNCTION_NAME,
     VacuumFunction, VersionsFunction,
@@ -86,6 +88,9 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         Arc::new(VersionsFunction::default()),
     );
     ctx.register_udtf(VACUUM_FUNCTION_NAME, Arc::new(VacuumFunction::default()));
+    for function in scalar_functions() {
+        ctx.register_udf(function.as_ref().clone());
+    }
     Ok(())
 }
 

@@ -25,6 +25,7 @@ use ::ballista::prelude::SessionContextExt;
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::extension::SessionConfigExt;
 use ballista_core::planner::BallistaQueryPlanner;
+use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
 use ballista_core::utils::default_session_builder;
 use ballista_executor::executor_process::ExecutorProcessConfig;
@@ -110,9 +111,21 @@ pub fn executor_config() -> ExecutorProcessConfig {
         })),
         override_logical_codec: Some(logical_codec()),
         override_physical_codec: Some(physical_codec()),
+        override_function_registry: Some(Arc::new(function_registry())),
         task_scheduling_policy: TaskSchedulingPolicy::PullStaged,
         ..Default::default()
     }
+}
+
+/// The functions an executor decodes tasks with: DataFusion's and Lance's.
+fn function_registry() -> BallistaFunctionRegistry {
+    let mut registry = BallistaFunctionRegistry::default();
+    for function in crate::scalar_functions() {
+        registry
+            .scalar_functions
+            .insert(function.name().to_string(), function);
+    }
+    registry
 }
 
 /// The scheduler address of a `df://HOST:PORT` URL as Ballista's client
@@ -153,7 +166,12 @@ pub async fn connect(url: &str, state: SessionState) -> DFResult<SessionContext>
     let state = SessionStateBuilder::new_from_existing(state)
         .with_config(config)
         .build();
-    SessionContext::remote_with_state(url, state).await
+    let ctx = SessionContext::remote_with_state(url, state).await?;
+    // Ballista's client state keeps only its own scalar functions.
+    for function in crate::scalar_functions() {
+        ctx.register_udf(function.as_ref().clone());
+    }
+    Ok(ctx)
 }
 
 #[cfg(test)]

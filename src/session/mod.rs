@@ -270,6 +270,21 @@ impl LanceSessionCache {
         }
     }
 
+    /// The opener counters of every process-wide shared session, summed
+    /// (caches made with [`Self::new`] or [`Self::private`] are not counted).
+    pub fn process_stats() -> OpenerStats {
+        let shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        shared
+            .values()
+            .map(|cache| cache.opener_stats())
+            .fold(OpenerStats::default(), |a, b| OpenerStats {
+                opens: a.opens + b.opens,
+                reused: a.reused + b.reused,
+                loads: a.loads + b.loads,
+                joined: a.joined + b.joined,
+            })
+    }
+
     /// Forgets the datasets held for `uri` (all store parameters), for
     /// example after the dataset was deleted and recreated elsewhere.
     pub fn forget(&self, uri: &str) {

@@ -635,20 +635,20 @@ async fn a_scheduler_runs_writers_apart_from_their_commit() {
     assert!(!shown[1].contains("LanceWriteExec"), "{shown:#?}");
 }
 
-/// On a cluster an INSERT's writers mark themselves in flight in the table's
-/// directory until the commit: `lance_vacuum` run by another process between
-/// the writers and the commit (the way a vacuum on another executor would,
-/// with `orphans_older_than=0s`) keeps their files, the commit lands with
-/// every row, and the marks are gone afterwards. (The table path holds `~`
-/// and a space: the marks are found where the writers put them.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
-    use datafusion::datasource::memory::MemorySourceConfig;
-    use datafusion::physical_plan::ExecutionPlanProperties;
-    let dir = tempfile::tempdir().unwrap();
-    let source = dataset_path(&dir, "src.lance");
+/// An `INSERT INTO t SELECT id, s FROM src` (2,000 rows, files of 100 rows)
+/// planned as a scheduler plans it, for a table `t` at `dir/name`: the
+/// scheduler's context, the commit plan and its writer stage.
+async fn spread_insert(
+    dir: &tempfile::TempDir,
+    name: &str,
+) -> (
+    SessionContext,
+    Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) {
+    let source = dataset_path(dir, "src.lance");
     numbers_table(&source).await;
-    let uri = dataset_path(&dir, "t~1 a.lance");
+    let uri = dataset_path(dir, name);
     let config = datafusion_lance::cluster::ballista::cluster_config(
         SessionConfig::new().with_target_partitions(4),
     );
@@ -666,7 +666,6 @@ async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
     )
     .await;
     ok(&ctx, "SET lance.max_rows_per_file = 100").await;
-    let v0 = version(&uri).await;
     let plan = ctx
         .sql("INSERT INTO t SELECT id, s FROM src")
         .await
@@ -674,10 +673,18 @@ async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
         .create_physical_plan()
         .await
         .unwrap();
-    // The writer stage, run as its tasks would be.
     let coalesce = Arc::clone(plan.children()[0]);
     let writers = Arc::clone(coalesce.children()[0]);
     assert_eq!(writers.name(), "LanceWriteExec");
+    (ctx, plan, writers)
+}
+
+/// Every task of `writers` run once, as executors would; their output rows.
+async fn run_writer_tasks(
+    ctx: &SessionContext,
+    writers: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> Vec<arrow::array::RecordBatch> {
+    use datafusion::physical_plan::ExecutionPlanProperties;
     let mut rows = Vec::new();
     for partition in 0..writers.output_partitioning().partition_count() {
         let stream = writers.execute(partition, ctx.task_ctx()).unwrap();
@@ -687,15 +694,63 @@ async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
                 .unwrap(),
         );
     }
+    rows
+}
+
+/// `plan`'s commit task fed `rows` (the writer stage's output).
+async fn run_commit_task(
+    ctx: &SessionContext,
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    writers: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    rows: Vec<arrow::array::RecordBatch>,
+) -> Vec<String> {
+    let input = datafusion::datasource::memory::MemorySourceConfig::try_new_exec(
+        &[rows],
+        writers.schema(),
+        None,
+    )
+    .unwrap();
+    let commit = Arc::clone(plan).with_new_children(vec![input]).unwrap();
+    let committed = datafusion::physical_plan::collect(commit, ctx.task_ctx())
+        .await
+        .unwrap();
+    crate::support::sorted_rows(&committed)
+}
+
+/// Files under `dir` (0 when it does not exist).
+fn files_in(dir: &std::path::Path) -> usize {
+    if dir.exists() {
+        crate::support::all_files(dir).len()
+    } else {
+        0
+    }
+}
+
+/// The data files the latest version of the table at `uri` references.
+async fn referenced_files(uri: &str) -> usize {
+    let dataset = lance::Dataset::open(uri).await.unwrap();
+    dataset
+        .get_fragments()
+        .iter()
+        .map(|f| f.metadata().files.len())
+        .sum()
+}
+
+/// On a cluster an INSERT's writers mark themselves in flight in the table's
+/// directory until the commit: `lance_vacuum` run by another process between
+/// the writers and the commit (the way a vacuum on another executor would,
+/// with `orphans_older_than=0s`) keeps their files, the commit lands with
+/// every row, and the marks are gone afterwards. (The table path holds `~`
+/// and a space: the marks are found where the writers put them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ctx, plan, writers) = spread_insert(&dir, "t~1 a.lance").await;
+    let uri = dataset_path(&dir, "t~1 a.lance");
+    let v0 = version(&uri).await;
+    let rows = run_writer_tasks(&ctx, &writers).await;
     let marks = dir.path().join("t~1 a.lance/_datafusion_lance/writes");
-    let marks_left = || {
-        if marks.exists() {
-            crate::support::all_files(&marks).len()
-        } else {
-            0
-        }
-    };
-    assert_eq!(marks_left(), 4, "one mark per writer task");
+    assert_eq!(files_in(&marks), 4, "one mark per writer task");
     // Another process vacuums every unreferenced file it may.
     let out = output_within(
         Command::new(env!("CARGO_BIN_EXE_lance-sql"))
@@ -718,12 +773,10 @@ async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "orphans_removed\n0\n");
     // The commit stage, fed the writers' rows.
-    let input = MemorySourceConfig::try_new_exec(&[rows], writers.schema(), None).unwrap();
-    let commit = Arc::clone(&plan).with_new_children(vec![input]).unwrap();
-    let committed = datafusion::physical_plan::collect(Arc::clone(&commit), ctx.task_ctx())
-        .await
-        .unwrap();
-    assert_eq!(crate::support::sorted_rows(&committed), ["2000"]);
+    assert_eq!(
+        run_commit_task(&ctx, &plan, &writers, rows.clone()).await,
+        ["2000"]
+    );
     assert_eq!(version(&uri).await, v0 + 1);
     assert_eq!(
         try_rows(&ctx, "SELECT count(*), count(DISTINCT id) FROM t")
@@ -732,20 +785,191 @@ async fn a_vacuum_elsewhere_keeps_the_files_of_writers_running_on_a_cluster() {
         ["2000|2000"]
     );
     crate::support::validates(&uri).await;
-    assert_eq!(marks_left(), 0, "marks left behind");
+    assert_eq!(files_in(&marks), 0, "marks left behind");
 
     // The commit task run again (as Ballista re-runs a stage whose executor
     // was lost before it reported) finds its version and commits nothing.
-    let again = datafusion::physical_plan::collect(commit, ctx.task_ctx())
-        .await
-        .unwrap();
-    assert_eq!(crate::support::sorted_rows(&again), ["2000"]);
+    assert_eq!(run_commit_task(&ctx, &plan, &writers, rows).await, ["2000"]);
     assert_eq!(version(&uri).await, v0 + 1);
     assert_eq!(
         try_rows(&ctx, "SELECT count(*) FROM t").await.unwrap(),
         ["2000"]
     );
     crate::support::validates(&uri).await;
+}
+
+/// Writer tasks run twice — the first attempts' output lost, as when
+/// Ballista runs the tasks of a lost executor again, or when a commit task
+/// runs again with the output of writers that ran again: the commit commits
+/// one attempt's fragments and removes the files the other attempts recorded
+/// in their marks, so the data directory holds exactly the committed files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_commit_removes_the_files_of_lost_writer_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ctx, plan, writers) = spread_insert(&dir, "t.lance").await;
+    let uri = dataset_path(&dir, "t.lance");
+    let data = dir.path().join("t.lance/data");
+    let before = files_in(&data);
+    let _lost = run_writer_tasks(&ctx, &writers).await;
+    let written = files_in(&data) - before;
+    assert!(written >= 20, "{written} files of 100 rows");
+    let rows = run_writer_tasks(&ctx, &writers).await;
+    assert_eq!(files_in(&data) - before, 2 * written);
+    assert_eq!(run_commit_task(&ctx, &plan, &writers, rows).await, ["2000"]);
+    assert_eq!(
+        try_rows(&ctx, "SELECT count(*), count(DISTINCT id) FROM t")
+            .await
+            .unwrap(),
+        ["2000|2000"]
+    );
+    assert_eq!(files_in(&data), referenced_files(&uri).await);
+    assert_eq!(
+        files_in(&dir.path().join("t.lance/_datafusion_lance/writes")),
+        0
+    );
+
+    // The commit task run again with the output of writers run again: it
+    // finds its statement's version, commits nothing, and removes the new
+    // attempts' files.
+    let v1 = version(&uri).await;
+    let rows = run_writer_tasks(&ctx, &writers).await;
+    assert_eq!(files_in(&data), referenced_files(&uri).await + written);
+    assert_eq!(run_commit_task(&ctx, &plan, &writers, rows).await, ["2000"]);
+    assert_eq!(version(&uri).await, v1);
+    assert_eq!(files_in(&data), referenced_files(&uri).await);
+    assert_eq!(
+        try_rows(&ctx, "SELECT count(*) FROM t").await.unwrap(),
+        ["2000"]
+    );
+    crate::support::validates(&uri).await;
+}
+
+/// DELETE, UPDATE and merges write and commit in one task. On a cluster
+/// that task run again after it committed (Ballista running again the task
+/// of an executor lost before it reported) finds its statement's version and
+/// answers what it recorded, changing nothing more: `SET v = v + 1` adds one
+/// once, a merge inserts its rows once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_task_run_again_after_its_commit_changes_nothing_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dataset_path(&dir, "src.lance");
+    numbers_table(&source).await;
+    let uri = dataset_path(&dir, "t.lance");
+    let config = datafusion_lance::cluster::ballista::cluster_config(
+        SessionConfig::new().with_target_partitions(4),
+    );
+    let ctx = SessionContext::new_with_state(
+        datafusion_lance::cluster::ballista::scheduler_session(config).unwrap(),
+    );
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE src STORED AS LANCE LOCATION '{source}'"),
+    )
+    .await;
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, v BIGINT, tag VARCHAR) \
+             STORED AS LANCE LOCATION '{uri}'"
+        ),
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO t SELECT id, id AS v, 'a' AS tag FROM src",
+    )
+    .await;
+    let statements = [
+        ("UPDATE t SET v = v + 1 WHERE id < 100", "2000|2000|1999100"),
+        ("DELETE FROM t WHERE id >= 1900", "1900|1900|1804150"),
+        (
+            "SELECT * FROM lance_merge('t', (SELECT id, 0 AS v, 'm' AS tag FROM src \
+             WHERE id BETWEEN 1850 AND 1949), 'id')",
+            "1950|1950|1710425",
+        ),
+        (
+            "MERGE INTO t USING (SELECT id, 7 AS v FROM src WHERE id < 10) s \
+             ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v",
+            "1950|1950|1710440",
+        ),
+    ];
+    for (sql, expected) in statements {
+        let plan = ctx
+            .lance_sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let before = version(&uri).await;
+        let first = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+            .await
+            .unwrap();
+        assert_eq!(version(&uri).await, before + 1, "{sql}");
+        let again = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+            .await
+            .unwrap_or_else(|e| panic!("{sql} run again: {e}"));
+        assert_eq!(
+            crate::support::sorted_rows(&again),
+            crate::support::sorted_rows(&first),
+            "{sql}"
+        );
+        assert_eq!(version(&uri).await, before + 1, "{sql} run again");
+        assert_eq!(
+            try_rows(&ctx, "SELECT count(*), count(DISTINCT id), sum(v) FROM t")
+                .await
+                .unwrap(),
+            [expected],
+            "{sql}"
+        );
+        assert_eq!(
+            files_in(&dir.path().join("t.lance/_datafusion_lance/writes")),
+            0,
+            "{sql}: marks left behind"
+        );
+    }
+    crate::support::validates(&uri).await;
+}
+
+/// The scan tasks of a query open the table through their executor's
+/// process-level Lance session: each executor loads the manifest once,
+/// however many of the query's 4 tasks it runs (at least one runs two), and
+/// not again for the next query of the same version. Read from
+/// `lance_session_stats()`, evaluated by the executors beside the rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_executor_loads_a_manifest_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    numbers_table(&uri).await;
+    let cluster = Cluster::start(2);
+    let executors: Vec<String> = cluster.processes[1..]
+        .iter()
+        .map(|p| p.id().to_string())
+        .collect();
+    let remote = cluster.client().await;
+    ok(
+        &remote,
+        &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    ok(&remote, "SET datafusion.execution.target_partitions = 4").await;
+    let sql = "SELECT s['process_id'], min(s['loads']), max(s['loads']), count(*) \
+               FROM (SELECT lance_session_stats() AS s FROM t WHERE id % 3 <> 1) \
+               GROUP BY 1";
+    for query in 0..2 {
+        let rows = try_rows(&remote, sql).await.unwrap();
+        assert!(!rows.is_empty(), "query {query}");
+        let mut scanned = 0;
+        for row in &rows {
+            let fields: Vec<&str> = row.split('|').collect();
+            assert!(executors.iter().any(|e| e == fields[0]), "{rows:?}");
+            assert_eq!(fields[1..3], ["1", "1"], "query {query}: {rows:?}");
+            scanned += fields[3].parse::<usize>().unwrap();
+        }
+        assert_eq!(scanned, 1333, "query {query}: {rows:?}");
+    }
+    let plan = try_rows(&remote, &format!("EXPLAIN {sql}")).await.unwrap();
+    assert!(plan.iter().any(|l| l.contains("partitions=4")), "{plan:#?}");
 }
 
 /// An executor killed (SIGKILL) while an INSERT's writers run: the statement

@@ -15,6 +15,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("physical_plan", 4),
     ("table", 5),
     ("udtf", 6),
+    ("udf", 6),
     ("format", 6),
     ("catalog", 6),
     ("planner", 7),

@@ -1,0 +1,20 @@
+//! Scalar functions: `lance_session_stats()`.
+//!
+//! They are registered by [`crate::register_lance`] and, on a cluster, in
+//! every executor's function registry ([`scalar_functions`]), so a plan that
+//! uses them decodes wherever its tasks run.
+
+use std::sync::Arc;
+
+use datafusion::logical_expr::ScalarUDF;
+
+pub(crate) mod session_stats;
+
+pub use session_stats::{SESSION_STATS_FUNCTION_NAME, SessionStatsFunction};
+
+/// Every scalar function this crate registers.
+pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
+    vec![Arc::new(ScalarUDF::new_from_impl(
+        SessionStatsFunction::default(),
+    ))]
+}
