@@ -41,7 +41,7 @@ pub(crate) fn args() -> Args {
             "--dir" => out.dir = PathBuf::from(it.next().expect("--dir PATH")),
             "--only" => out.sections.push(
                 it.next()
-                    .expect("--only read|sessions|insert|upsert|dml|contention|plans"),
+                    .expect("--only read|sessions|insert|upsert|dml|contention|plans|cluster"),
             ),
             "--variant" => out.variant = it.next().expect("--variant NAME"),
             "--commit-budget" => {

@@ -36,11 +36,17 @@
 //! 10, 1,000 and 10,000 fragments, next to its manifest
 //! (`cargo bench --bench lance -- --only plans`).
 //!
+//! **cluster** — Q6/Q1-like reads and an `INSERT` of every row on a
+//! scheduler and two executors (`lance-cluster` processes on 127.0.0.1) vs
+//! one process, and the bytes of the stage a scan task receives for 10,
+//! 1,000 and 10,000 fragments (`cargo bench --bench lance -- --only cluster`).
+//!
 //! Every cell is the median of `--iters` (default 5) runs with min–max, the
 //! sides of a comparison interleaved (A B A B ...) after one warm-up run
 //! each. Ratios are "time ÷ baseline time": below 1 is faster than the
 //! baseline. Generated data is kept under `target/bench-data` between runs.
 
+mod cluster;
 mod common;
 mod contention;
 mod dml;
@@ -87,6 +93,9 @@ fn main() {
         }
         if run("plans") {
             plans::plan_bytes_table(&args).await;
+        }
+        if run("cluster") {
+            cluster::cluster_table(&args).await;
         }
     });
     println!(

@@ -23,7 +23,7 @@ const QUERY: &str = "SELECT l_returnflag, sum(l_quantity) FROM t WHERE l_discoun
 /// machine's cores).
 const PARTITIONS: usize = 8;
 
-fn manifest_bytes(table: &std::path::Path) -> u64 {
+pub(crate) fn manifest_bytes(table: &std::path::Path) -> u64 {
     std::fs::read_dir(table.join("_versions"))
         .expect("versions directory")
         .filter_map(|e| e.ok()?.metadata().ok())

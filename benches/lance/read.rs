@@ -16,12 +16,12 @@ use lance_file::version::LanceFileVersion;
 
 use crate::common::{Args, Stats, exists, interleaved, ratio, side, write_lance};
 
-const Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM lineitem \
+pub(crate) const Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM lineitem \
     WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
     AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24";
 const Q6_COLUMNS: &[&str] = &["l_quantity", "l_extendedprice", "l_discount", "l_shipdate"];
 
-const Q1: &str = "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, \
+pub(crate) const Q1: &str = "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, \
     sum(l_extendedprice) AS sum_base_price, \
     sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, \
     sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge, \
