@@ -1019,19 +1019,7 @@ async fn an_executor_killed_mid_insert_loses_and_repeats_no_row() {
             )
         };
         // Once the writers have stored a file, kill an executor.
-        let data = dir.path().join(&name).join("data");
-        let mut started = false;
-        for _ in 0..6_000 {
-            if std::fs::read_dir(&data).is_ok_and(|mut d| d.next().is_some()) {
-                started = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(started, "trial {trial}: the INSERT never wrote a file");
-        let executor = &mut cluster.processes[1];
-        executor.kill().unwrap();
-        executor.wait().unwrap();
+        kill_once_written(&mut cluster, 1, &dir.path().join(&name).join("data"), 0).await;
         let outcome = tokio::time::timeout(Duration::from_secs(120), insert)
             .await
             .unwrap_or_else(|_| panic!("trial {trial}: the INSERT did not end within 120 s"))
@@ -1070,6 +1058,141 @@ async fn an_executor_killed_mid_insert_loses_and_repeats_no_row() {
     }
     eprintln!(
         "executor kills: {} retried to success, {} failed cleanly",
+        verdicts.0, verdicts.1
+    );
+}
+
+/// Waits (60 s at most) until the directory `data` holds more than `files`
+/// files, then kills (SIGKILL) the cluster's process `which` (1 or 2: an
+/// executor).
+async fn kill_once_written(
+    cluster: &mut Cluster,
+    which: usize,
+    data: &std::path::Path,
+    files: usize,
+) {
+    let mut started = false;
+    for _ in 0..6_000 {
+        if files_in(data) > files {
+            started = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        started,
+        "the statement never wrote a file to {}",
+        data.display()
+    );
+    let executor = &mut cluster.processes[which];
+    executor.kill().unwrap();
+    executor.wait().unwrap();
+}
+
+/// An executor killed (SIGKILL) once a merge has written a file: the merge
+/// task runs on one executor, so the trials alternate which executor is
+/// killed. Either way the merge fails, or commits exactly once (run again
+/// elsewhere, or found committed by its run again), every key once, and the
+/// next statement succeeds. One trial in `make test`, 10 in `make
+/// test-nightly`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_executor_killed_mid_merge_loses_and_repeats_no_row() {
+    let trials = if crate::support::nightly() { 10 } else { 1 };
+    let dir = tempfile::tempdir().unwrap();
+    let source = dataset_path(&dir, "src.lance");
+    crate::fixtures::write(
+        &source,
+        vec![crate::fixtures::numbers_batch(0, 40_000)],
+        crate::fixtures::params(lance::dataset::WriteMode::Create, 1_000),
+    )
+    .await;
+    let mut verdicts = (0, 0);
+    for trial in 0..trials {
+        let mut cluster = Cluster::start(2);
+        let remote = cluster.client().await;
+        let name = format!("t{trial}.lance");
+        let uri = dataset_path(&dir, &name);
+        ok(
+            &remote,
+            &format!("CREATE EXTERNAL TABLE src STORED AS LANCE LOCATION '{source}'"),
+        )
+        .await;
+        ok(
+            &remote,
+            &format!(
+                "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, s VARCHAR) \
+                 STORED AS LANCE LOCATION '{uri}'"
+            ),
+        )
+        .await;
+        ok(&remote, "SET lance.max_rows_per_file = 1000").await;
+        ok(&remote, "SET datafusion.execution.target_partitions = 4").await;
+        ok(
+            &remote,
+            "INSERT INTO t SELECT id, s FROM src WHERE id < 20000",
+        )
+        .await;
+        let v0 = version(&uri).await;
+        let data = dir.path().join(&name).join("data");
+        let files = files_in(&data);
+        // 10,000 keys matched, 10,000 new.
+        let merge = {
+            let remote = remote.clone();
+            tokio::spawn(async move {
+                try_rows(
+                    &remote,
+                    "SELECT inserted, updated, deleted FROM lance_merge('t', \
+                     (SELECT id, 'm' AS s FROM src WHERE id >= 10000 AND id < 30000), 'id')",
+                )
+                .await
+            })
+        };
+        kill_once_written(&mut cluster, 1 + trial % 2, &data, files).await;
+        let outcome = tokio::time::timeout(Duration::from_secs(120), merge)
+            .await
+            .unwrap_or_else(|_| panic!("trial {trial}: the merge did not end within 120 s"))
+            .unwrap();
+        let v = version(&uri).await;
+        match &outcome {
+            Ok(rows) => {
+                assert_eq!(rows, &["10000|10000|0"], "trial {trial}");
+                assert_eq!(v, v0 + 1, "trial {trial}");
+                verdicts.0 += 1;
+            }
+            Err(e) => {
+                assert!(
+                    v == v0 || v == v0 + 1,
+                    "trial {trial}: version {v}, error {e}"
+                );
+                verdicts.1 += 1;
+            }
+        }
+        let expected = if v == v0 + 1 {
+            "30000|30000|20000"
+        } else {
+            "20000|20000|0"
+        };
+        assert_eq!(
+            try_rows(
+                &remote,
+                "SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE s = 'm') FROM t"
+            )
+            .await
+            .unwrap(),
+            [expected],
+            "trial {trial}"
+        );
+        // The next statement succeeds on the executor left.
+        ok(
+            &remote,
+            "INSERT INTO t SELECT id + 1000000, s FROM src WHERE id < 1000",
+        )
+        .await;
+        assert_eq!(version(&uri).await, v + 1, "trial {trial}");
+        crate::support::validates(&uri).await;
+    }
+    eprintln!(
+        "executor kills during merges: {} committed once, {} failed cleanly",
         verdicts.0, verdicts.1
     );
 }
