@@ -24,6 +24,9 @@ EXPLAIN SELECT l_orderkey, embedding FROM lineitem WHERE l_quantity > 49 LIMIT 3
 CREATE EXTERNAL TABLE lineitem_v1 STORED AS LANCE LOCATION 'target/demo/lineitem.lance'
 OPTIONS ('lance.tag' 'first_load');
 SELECT count(*) AS rows_at_first_load FROM lineitem_v1;
+-- ... or read any version, tag or time inside a query.
+SELECT (SELECT count(*) FROM lineitem) - (SELECT count(*) FROM lineitem VERSION AS OF 'first_load')
+       AS rows_added_since_first_load;
 
 -- Quoted paths work too.
 SELECT l_orderkey, embedding FROM 'target/demo/lineitem.lance' WHERE l_orderkey < 3 ORDER BY l_orderkey;

@@ -36,8 +36,8 @@ pub use physical_plan::merge_options::{
     WhenNotMatchedBySource,
 };
 pub use physical_plan::{LanceScanExec, LanceSink};
-pub use planner::merge_into::plan_merge_sql;
-pub use planner::{LanceQueryPlanner, resolve_lance_tables};
+pub use planner::time_travel::AS_OF_FUNCTION_NAME;
+pub use planner::{LanceQueryPlanner, plan_lance_sql, resolve_lance_tables};
 pub use session::{
     LanceSessionCache, OpenerStats, SHARE_SESSION_ENV, session_sharing_disabled, store_params,
 };
@@ -88,6 +88,10 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         Arc::new(VersionsFunction::default()),
     );
     ctx.register_udtf(VACUUM_FUNCTION_NAME, Arc::new(VacuumFunction::default()));
+    ctx.register_udtf(
+        AS_OF_FUNCTION_NAME,
+        Arc::new(planner::time_travel::AsOfOutsideLanceSql::default()),
+    );
     for function in scalar_functions() {
         ctx.register_udf(function.as_ref().clone());
     }
@@ -137,7 +141,9 @@ pub trait LanceSessionContextExt {
     fn with_lance_session_cache(&self, cache: Arc<LanceSessionCache>);
 
     /// Like [`SessionContext::sql`], also accepting `MERGE INTO` on Lance
-    /// tables (which DataFusion 54 cannot plan).
+    /// tables and time travel (`VERSION AS OF`, `TIMESTAMP AS OF`,
+    /// `lance_as_of(...)`), which DataFusion 54 cannot plan (see
+    /// [`plan_lance_sql`]).
     fn lance_sql(
         &self,
         sql: &str,
@@ -154,7 +160,7 @@ impl LanceSessionContextExt for SessionContext {
         sql: &str,
     ) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
         let state = self.state();
-        match plan_merge_sql(&state, sql).await? {
+        match plan_lance_sql(&state, sql).await? {
             Some(plan) => self.execute_logical_plan(plan).await,
             None => self.sql(sql).await,
         }

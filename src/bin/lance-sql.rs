@@ -198,10 +198,10 @@ async fn run_file(ctx: &SessionContext, path: &str, print_options: &PrintOptions
     Ok(ok)
 }
 
-/// Runs one statement (`MERGE INTO` is planned by datafusion-lance, the rest
-/// by datafusion-cli); reports errors on stderr.
+/// Runs one statement (`MERGE INTO` and time travel are planned by
+/// datafusion-lance, the rest by datafusion-cli); reports errors on stderr.
 async fn run_statement(ctx: &SessionContext, sql: String, print_options: &PrintOptions) -> bool {
-    let result = match merge_plan(ctx, &sql).await {
+    let result = match datafusion_lance::plan_lance_sql(&ctx.state(), &sql).await {
         Ok(Some(plan)) => run_plan(ctx, plan, print_options).await,
         Ok(None) => exec::exec_from_commands(ctx, vec![sql], print_options).await,
         Err(e) => Err(e),
@@ -213,13 +213,6 @@ async fn run_statement(ctx: &SessionContext, sql: String, print_options: &PrintO
             false
         }
     }
-}
-
-async fn merge_plan(
-    ctx: &SessionContext,
-    sql: &str,
-) -> Result<Option<datafusion::logical_expr::LogicalPlan>> {
-    datafusion_lance::plan_merge_sql(&ctx.state(), sql).await
 }
 
 /// Executes a planned statement and prints its rows like datafusion-cli.

@@ -1,13 +1,16 @@
 //! Planning hooks this crate installs on a DataFusion session.
 
 pub(crate) mod dml;
+pub(crate) mod intercept;
 pub(crate) mod merge;
 pub(crate) mod merge_into;
 pub(crate) mod snapshot;
+pub(crate) mod time_travel;
 pub(crate) mod vector_check;
 pub(crate) mod version_clause;
 
 pub(crate) use dml::LanceDmlRewrite;
+pub use intercept::plan_lance_sql;
 pub(crate) use merge::LanceMergePlanner;
 pub use snapshot::{LanceQueryPlanner, resolve_lance_tables};
 pub(crate) use vector_check::VectorDimensionCheck;

@@ -1,13 +1,14 @@
-//! [`VersionClauseGuard`]: a time-travel clause in a query is an error, never
-//! silently dropped.
+//! [`VersionClauseGuard`]: a time-travel clause that reaches DataFusion is an
+//! error, never silently dropped.
 //!
 //! Some SQL dialects (Databricks, BigQuery, MS SQL, Snowflake) parse
 //! `FROM t VERSION AS OF 3`, `TIMESTAMP AS OF ...`, `FOR SYSTEM_TIME AS OF ...`
 //! or `AT(...)`, and DataFusion 54 then plans the table *ignoring* the clause:
 //! the query would read the latest rows while the user asked for old ones.
-//! Until time travel is supported in query syntax, every such clause fails
-//! naming the table and the clause. Old versions are read through a table
-//! registered with `OPTIONS ('lance.version' '<n>')` or `('lance.tag' '<t>')`.
+//! [`crate::plan_lance_sql`] plans the clauses it supports on Lance tables
+//! (see [`super::time_travel`]); any clause left — planned through
+//! `SessionContext::sql`, or a form such as `AT(...)` — fails here naming
+//! the table and the clause.
 
 use datafusion::common::plan_err;
 use datafusion::error::Result as DFResult;
@@ -33,8 +34,10 @@ impl RelationPlanner for VersionClauseGuard {
         } = &relation
         {
             return plan_err!(
-                "'{version}' on table '{name}' is not supported: DataFusion would ignore it and read \
-                 the latest version. To read an older version, register the table with \
+                "'{version}' on table '{name}' is not supported here: DataFusion would ignore it \
+                 and read the latest version. Lance tables are read as of a version with \
+                 VERSION AS OF <n> | '<tag>' or TIMESTAMP AS OF <time> through lance_sql \
+                 (LanceSessionContextExt) or lance-sql, or registered with \
                  OPTIONS ('lance.version' '<n>') or ('lance.tag' '<tag>')"
             );
         }

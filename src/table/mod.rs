@@ -234,6 +234,24 @@ impl LanceTableProvider {
         }
     }
 
+    /// The same table pinned to `version`, with the schema it had then
+    /// (opened through the Lance session of `state`).
+    pub(crate) async fn at_version(
+        &self,
+        version: VersionSpec,
+        state: &dyn Session,
+    ) -> Result<Self> {
+        LanceTableProvider::builder(self.location.uri.clone())
+            .with_name(self.name.clone())
+            .with_table_options(LanceTableOptions {
+                version,
+                ..self.options.clone()
+            })
+            .with_store_params(self.params.clone())
+            .build_with(&self.session_cache(state))
+            .await
+    }
+
     /// True when the version this provider reads is decided per statement
     /// and not decided yet.
     pub(crate) fn needs_snapshot(&self) -> bool {

@@ -148,6 +148,8 @@ const STATEMENTS: &[&str] = &[
     "INSERT INTO {t} SELECT id + 1000, v, s, b, d FROM {t} WHERE id < 20",
     "DELETE FROM {t} WHERE id IN (SELECT id + 1 FROM {t} WHERE id % 9 = 0)",
     "UPDATE {t} SET s = concat(s, '!'), v = v * 2 WHERE id BETWEEN 100 AND 140",
+    "SELECT id, s FROM {t} VERSION AS OF 1 EXCEPT SELECT id, s FROM {t}",
+    "SELECT count(*), sum(id) FROM lance_as_of('{t}', 2) AS o WHERE o.id > 10",
     "SELECT * FROM lance_merge('{p}', (SELECT id, 'merged' AS s FROM {t} WHERE id BETWEEN 40 AND 60), \
      'id', 'when_matched_if=target.s IS NOT NULL')",
     "INSERT OR REPLACE INTO {p} SELECT id, 'replaced' FROM {t} WHERE id BETWEEN 55 AND 70",

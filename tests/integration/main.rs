@@ -22,5 +22,6 @@ mod scans;
 mod secrets;
 mod session;
 mod snapshot;
+mod time_travel;
 mod write_faults;
 mod writes;

@@ -260,40 +260,12 @@ fn column_name(name: &ObjectName, idents: &IdentNormalizer) -> String {
         .unwrap_or_default()
 }
 
-/// True when `sql` starts a statement this module plans (`MERGE`, or an
-/// `EXPLAIN` that may hold one).
-fn may_be_merge(sql: &str) -> bool {
-    let trimmed = sql.trim_start();
-    ["merge", "explain"].iter().any(|word| {
-        trimmed
-            .get(..word.len())
-            .is_some_and(|head| head.eq_ignore_ascii_case(word))
-    })
-}
-
-/// Plans `sql` if it is a `MERGE INTO` statement (or an `EXPLAIN` of one);
-/// `None` for any other SQL.
-pub async fn plan_merge_sql(state: &SessionState, sql: &str) -> DFResult<Option<LogicalPlan>> {
-    use datafusion::sql::parser::DFParser;
-    if !may_be_merge(sql) {
-        return Ok(None);
-    }
-    let parsed = {
-        let dialect = state.config_options().sql_parser.dialect;
-        let Some(dialect) = datafusion::sql::sqlparser::dialect::dialect_from_str(dialect) else {
-            return plan_err!("unknown SQL dialect '{dialect}'");
-        };
-        DFParser::parse_sql_with_dialect(sql, dialect.as_ref())
-    };
-    let mut statements = match parsed {
-        Ok(statements) => statements,
-        // Not ours to report: DataFusion gives the same parse error.
-        Err(_) => return Ok(None),
-    };
-    if statements.len() != 1 {
-        return Ok(None);
-    }
-    let statement = statements.pop_front().expect("one statement");
+/// Plans `statement` if it is a `MERGE INTO` statement (or an `EXPLAIN` of
+/// one); `None` for any other statement.
+pub(crate) async fn plan_merge_statement(
+    state: &SessionState,
+    statement: &DFStatement,
+) -> DFResult<Option<LogicalPlan>> {
     let merge = |s: &DFStatement| match s {
         DFStatement::Statement(s) => match s.as_ref() {
             Statement::Merge(m) => Some(m.clone()),
@@ -301,7 +273,7 @@ pub async fn plan_merge_sql(state: &SessionState, sql: &str) -> DFResult<Option<
         },
         _ => None,
     };
-    match &statement {
+    match statement {
         DFStatement::Explain(explain) => {
             let Some(m) = merge(&explain.statement) else {
                 return Ok(None);

@@ -1,0 +1,115 @@
+//! [`plan_lance_sql`]: the one place SQL text becomes a statement this crate
+//! plans itself instead of DataFusion.
+//!
+//! Two kinds of statement need it, because DataFusion 54 cannot plan them
+//! from the syntax tree it is given:
+//!
+//! * `MERGE INTO` on a Lance table (see [`super::merge_into`]);
+//! * any statement reading a Lance table as of a version, a tag or a time
+//!   (see [`super::time_travel`]).
+//!
+//! Everything else is left to DataFusion untouched (`None`): its own parser
+//! reports its own errors.
+
+use std::sync::Arc;
+
+use datafusion::common::plan_err;
+use datafusion::error::Result as DFResult;
+use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
+use datafusion::sql::sqlparser::dialect::{Dialect, dialect_from_str};
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+
+use super::merge_into::plan_merge_statement;
+use super::time_travel::{self, AS_OF_FUNCTION_NAME, PinnedRelations};
+
+/// Plans `sql` when it is a statement DataFusion cannot plan on Lance tables
+/// — `MERGE INTO`, or a query with `VERSION AS OF` / `TIMESTAMP AS OF` /
+/// `lance_as_of(...)` — or an `EXPLAIN` of one; `None` for any other SQL,
+/// which [`SessionContext::sql`](datafusion::prelude::SessionContext::sql)
+/// plans as usual. [`crate::LanceSessionContextExt::lance_sql`] and
+/// `lance-sql` run every statement through it.
+///
+/// Planning reads (the versions a statement names, the value of a
+/// `TIMESTAMP AS OF` expression) but never writes.
+pub async fn plan_lance_sql(state: &SessionState, sql: &str) -> DFResult<Option<LogicalPlan>> {
+    let statement = {
+        let name = state.config_options().sql_parser.dialect;
+        let Some(dialect) = dialect_from_str(name) else {
+            return plan_err!("unknown SQL dialect '{name}'");
+        };
+        let Ok(tokens) = Tokenizer::new(dialect.as_ref(), sql).tokenize_with_location() else {
+            return Ok(None);
+        };
+        if !may_be_ours(&tokens) {
+            return Ok(None);
+        }
+        let limit = state.config_options().sql_parser.recursion_limit;
+        match parse(tokens, dialect.as_ref(), limit) {
+            Some(statement) => statement,
+            None => return Ok(None),
+        }
+    };
+    match PinnedRelations::resolve(state, &statement).await? {
+        Some(pinned) => {
+            let mut state = state.clone();
+            state.register_relation_planner(Arc::new(pinned))?;
+            match plan_merge_statement(&state, &statement).await? {
+                Some(plan) => Ok(Some(plan)),
+                None => Ok(Some(state.statement_to_plan(statement).await?)),
+            }
+        }
+        None => plan_merge_statement(state, &statement).await,
+    }
+}
+
+/// True when `tokens` hold `MERGE`, `AS OF` or `lance_as_of`: the only
+/// statements worth parsing here.
+fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
+    let mut previous = Keyword::NoKeyword;
+    for token in tokens {
+        let Token::Word(word) = &token.token else {
+            if !matches!(token.token, Token::Whitespace(_)) {
+                previous = Keyword::NoKeyword;
+            }
+            continue;
+        };
+        if word.keyword == Keyword::MERGE
+            || (previous == Keyword::AS && word.keyword == Keyword::OF)
+            || word.value.eq_ignore_ascii_case(AS_OF_FUNCTION_NAME)
+        {
+            return true;
+        }
+        previous = word.keyword;
+    }
+    false
+}
+
+/// The one statement `tokens` hold, time-travel clauses the dialect does not
+/// parse included; `None` when they do not parse (DataFusion then reports
+/// the error).
+fn parse(tokens: Vec<TokenWithSpan>, dialect: &dyn Dialect, limit: usize) -> Option<DFStatement> {
+    let parse_one = |tokens: Vec<TokenWithSpan>| -> Option<DFStatement> {
+        let mut statements = DFParserBuilder::new(tokens)
+            .with_dialect(dialect)
+            .with_recursion_limit(limit)
+            .build()
+            .ok()?
+            .parse_statements()
+            .ok()?;
+        (statements.len() == 1)
+            .then(|| statements.pop_front())
+            .flatten()
+    };
+    if let Some(statement) = parse_one(tokens.clone()) {
+        return Some(statement);
+    }
+    let (kept, clauses) = time_travel::cut(&tokens, dialect)?;
+    if clauses.is_empty() {
+        return None;
+    }
+    let mut statement = parse_one(kept)?;
+    time_travel::attach(&mut statement, clauses).then_some(statement)
+}

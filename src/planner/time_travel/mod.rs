@@ -1,0 +1,429 @@
+//! Time travel in queries.
+//!
+//! ```sql
+//! SELECT * FROM t VERSION AS OF 3;                      -- a version number
+//! SELECT * FROM t VERSION AS OF 'nightly';              -- a tag
+//! SELECT * FROM t TIMESTAMP AS OF '2026-12-01 10:00:00'; -- the session time zone
+//! SELECT * FROM t EXCEPT SELECT * FROM t VERSION AS OF 3;
+//! SELECT * FROM lance_as_of('t', 3);                    -- also 'tag' or a TIMESTAMP
+//! ```
+//!
+//! `TIMESTAMP AS OF` reads the latest version committed at or before that
+//! time (compared at microseconds, the precision `lance_versions` shows); a
+//! time without a zone is in the session time zone
+//! (`datafusion.execution.time_zone`, UTC when unset). The clause's value may
+//! be any constant expression, a scalar subquery included: it is evaluated
+//! once, when the statement is planned.
+//!
+//! DataFusion's default dialect rejects these clauses and the dialects that
+//! parse them would plan the table ignoring them, so the statement is
+//! intercepted ([`crate::plan_lance_sql`]): each reference is resolved to a
+//! provider pinned to its version — with the schema it had then — before
+//! DataFusion plans the statement, through a relation planner that exists for
+//! that one statement. A clause on a table that is not a Lance table is an
+//! error naming it.
+
+mod clauses;
+mod function;
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::arrow::util::display::array_value_to_string;
+use datafusion::common::{DataFusionError, ScalarValue, TableReference, plan_datafusion_err};
+use datafusion::dataframe::DataFrame;
+use datafusion::datasource::provider_as_source;
+use datafusion::error::Result as DFResult;
+use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::LogicalPlanBuilder;
+use datafusion::logical_expr::planner::{
+    PlannedRelation, RelationPlanner, RelationPlannerContext, RelationPlanning,
+};
+use datafusion::sql::parser::{CopyToSource, Statement as DFStatement};
+use datafusion::sql::planner::object_name_to_table_reference;
+use datafusion::sql::sqlparser::ast::{
+    self, FunctionArg, FunctionArgExpr, SetExpr, Statement, TableFactor, TableFunctionArgs,
+    TableVersion, Visit, Visitor,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+
+pub(crate) use self::clauses::{attach, cut};
+pub(crate) use self::function::AsOfOutsideLanceSql;
+use crate::config::{LanceTableOptions, VersionSpec};
+use crate::error::Error;
+use crate::table::LanceTableProvider;
+use crate::table::lookup::{registered_lance_table, table_or_location};
+
+/// SQL name of the table-function form.
+pub const AS_OF_FUNCTION_NAME: &str = "lance_as_of";
+
+/// What a time-travel reference's value means.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// `VERSION AS OF`: a version number or a tag name.
+    Version,
+    /// `TIMESTAMP AS OF` / `FOR SYSTEM_TIME AS OF`: a time.
+    Timestamp,
+    /// `lance_as_of`: decided by the value's type.
+    Either,
+}
+
+/// One time-travel reference of a statement, as written.
+struct Reference {
+    /// The reference without its alias, as the relation planner sees it.
+    key: String,
+    /// The clause or call, for messages.
+    clause: String,
+    target: Target,
+    kind: Kind,
+    value: ast::Expr,
+}
+
+enum Target {
+    /// `<name> VERSION AS OF ...`.
+    Table(ast::ObjectName),
+    /// `lance_as_of('<table or location>', ...)`.
+    Named(Box<ast::Expr>),
+}
+
+/// The time-travel references of `statement` (nested statements, subqueries
+/// and `EXPLAIN` included).
+fn references(statement: &DFStatement) -> DFResult<Vec<Reference>> {
+    let mut collect = Collect::default();
+    let flow = match statement {
+        DFStatement::Statement(s) => s.visit(&mut collect),
+        DFStatement::Explain(explain) => return references(&explain.statement),
+        DFStatement::CopyTo(copy) => match &copy.source {
+            CopyToSource::Query(query) => query.visit(&mut collect),
+            CopyToSource::Relation(_) => ControlFlow::Continue(()),
+        },
+        DFStatement::CreateExternalTable(_) | DFStatement::Reset(_) => ControlFlow::Continue(()),
+    };
+    match flow {
+        ControlFlow::Break(e) => Err(e),
+        ControlFlow::Continue(()) => Ok(collect.found),
+    }
+}
+
+#[derive(Default)]
+struct Collect {
+    found: Vec<Reference>,
+}
+
+impl Visitor for Collect {
+    type Break = DataFusionError;
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<DataFusionError> {
+        let TableFactor::Table {
+            name,
+            version,
+            args,
+            ..
+        } = factor
+        else {
+            return ControlFlow::Continue(());
+        };
+        let reference = match (version, args) {
+            (Some(TableVersion::VersionAsOf(value)), None) => {
+                (Target::Table(name.clone()), Kind::Version, value.clone())
+            }
+            (
+                Some(TableVersion::TimestampAsOf(value) | TableVersion::ForSystemTimeAsOf(value)),
+                None,
+            ) => (Target::Table(name.clone()), Kind::Timestamp, value.clone()),
+            (None, Some(TableFunctionArgs { args, .. }))
+                if name.to_string().eq_ignore_ascii_case(AS_OF_FUNCTION_NAME) =>
+            {
+                match function_args(args) {
+                    Ok((table, value)) => (Target::Named(Box::new(table)), Kind::Either, value),
+                    Err(e) => return ControlFlow::Break(e),
+                }
+            }
+            // Other clauses are left to `VersionClauseGuard`'s error.
+            _ => return ControlFlow::Continue(()),
+        };
+        let (target, kind, value) = reference;
+        let clause = match (&target, version) {
+            (Target::Table(_), Some(version)) => version.to_string(),
+            _ => key(factor),
+        };
+        self.found.push(Reference {
+            key: key(factor),
+            clause,
+            target,
+            kind,
+            value,
+        });
+        ControlFlow::Continue(())
+    }
+}
+
+fn function_args(args: &[FunctionArg]) -> DFResult<(ast::Expr, ast::Expr)> {
+    match args {
+        [
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(table)),
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(value)),
+        ] => Ok((table.clone(), value.clone())),
+        _ => Err(plan_datafusion_err!(
+            "{AS_OF_FUNCTION_NAME} takes two arguments: a table name or dataset location, and a \
+             version number, a tag name or a TIMESTAMP; usage: {AS_OF_FUNCTION_NAME}('<table>', 3)"
+        )),
+    }
+}
+
+/// A table reference without its alias, written out: what identifies it
+/// between collection and planning (both see the same syntax tree).
+fn key(factor: &TableFactor) -> String {
+    let mut factor = factor.clone();
+    if let TableFactor::Table { alias, .. } = &mut factor {
+        *alias = None;
+    }
+    factor.to_string()
+}
+
+/// Plans the time-travel references of one statement: each one resolved to a
+/// provider pinned to its version (see the module docs).
+#[derive(Debug)]
+pub(crate) struct PinnedRelations {
+    tables: Vec<(String, TableReference, Arc<LanceTableProvider>)>,
+}
+
+impl PinnedRelations {
+    /// Resolves every time-travel reference of `statement`; `None` when it
+    /// has none.
+    pub(crate) async fn resolve(
+        state: &SessionState,
+        statement: &DFStatement,
+    ) -> DFResult<Option<Self>> {
+        let mut tables: Vec<(String, TableReference, Arc<LanceTableProvider>)> = Vec::new();
+        for reference in references(statement)? {
+            if tables.iter().any(|(key, ..)| *key == reference.key) {
+                continue;
+            }
+            let (name, table) = pin(state, &reference).await?;
+            tables.push((reference.key, name, Arc::new(table)));
+        }
+        Ok((!tables.is_empty()).then_some(Self { tables }))
+    }
+}
+
+impl RelationPlanner for PinnedRelations {
+    fn plan_relation(
+        &self,
+        relation: TableFactor,
+        _context: &mut dyn RelationPlannerContext,
+    ) -> DFResult<RelationPlanning> {
+        let TableFactor::Table { alias, .. } = &relation else {
+            return Ok(RelationPlanning::Original(Box::new(relation)));
+        };
+        let key = key(&relation);
+        let Some((_, name, table)) = self.tables.iter().find(|(k, ..)| *k == key) else {
+            return Ok(RelationPlanning::Original(Box::new(relation)));
+        };
+        let plan = LogicalPlanBuilder::scan(
+            name.clone(),
+            provider_as_source(Arc::clone(table) as _),
+            None,
+        )?
+        .build()?;
+        Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
+            plan,
+            alias.clone(),
+        ))))
+    }
+}
+
+/// The table `reference` names, pinned to the version it asks for, and the
+/// name its columns are qualified with.
+async fn pin(
+    state: &SessionState,
+    reference: &Reference,
+) -> DFResult<(TableReference, LanceTableProvider)> {
+    let (name, table) = match &reference.target {
+        Target::Table(object_name) => {
+            let normalize = state.config_options().sql_parser.enable_ident_normalization;
+            let name = object_name_to_table_reference(object_name.clone(), normalize)?;
+            let Some(table) = registered_lance_table(state, &name).await? else {
+                return Err(Error::unsupported(format!(
+                    "'{}' on table '{name}': '{name}' is not a registered Lance table, and only \
+                     Lance tables can be read as of a version",
+                    reference.clause
+                ))
+                .into());
+            };
+            (name, table)
+        }
+        Target::Named(target) => {
+            let target = match evaluate(state, target, &reference.clause).await? {
+                ScalarValue::Utf8(Some(s))
+                | ScalarValue::Utf8View(Some(s))
+                | ScalarValue::LargeUtf8(Some(s)) => s,
+                other => {
+                    return Err(plan_datafusion_err!(
+                        "{}: the first argument must be a table name or a dataset location \
+                         (a string); got {}",
+                        reference.clause,
+                        other.data_type()
+                    ));
+                }
+            };
+            (
+                TableReference::bare(AS_OF_FUNCTION_NAME),
+                table_named(state, &target).await?,
+            )
+        }
+    };
+    let value = evaluate(state, &reference.value, &reference.clause).await?;
+    let what = || format!("'{}' on table '{}'", reference.clause, table.name());
+    let either = matches!(reference.kind, Kind::Either);
+    let version = match &value {
+        _ if matches!(reference.kind, Kind::Timestamp) => {
+            VersionSpec::Version(version_at(state, &table, &value, &what()).await?)
+        }
+        v if v.data_type().is_integer() => match v.cast_to(&DataType::Int64)? {
+            ScalarValue::Int64(Some(n)) if n > 0 => VersionSpec::Version(n as u64),
+            _ => {
+                return Err(plan_datafusion_err!(
+                    "{}: versions are numbered from 1; got {v}",
+                    what()
+                ));
+            }
+        },
+        ScalarValue::Utf8(Some(tag))
+        | ScalarValue::Utf8View(Some(tag))
+        | ScalarValue::LargeUtf8(Some(tag)) => VersionSpec::Tag(tag.clone()),
+        v if either && is_time(&v.data_type()) => {
+            VersionSpec::Version(version_at(state, &table, v, &what()).await?)
+        }
+        v => {
+            return Err(plan_datafusion_err!(
+                "{}: expected a version number{}; got {v} ({})",
+                what(),
+                if either {
+                    ", a tag name or a TIMESTAMP"
+                } else {
+                    " or a tag name"
+                },
+                v.data_type()
+            ));
+        }
+    };
+    let pinned = table
+        .at_version(version, state)
+        .await
+        .map_err(|e| plan_datafusion_err!("{}: {e}", what()))?;
+    Ok((name, pinned))
+}
+
+fn is_time(data_type: &DataType) -> bool {
+    matches!(
+        data_type,
+        DataType::Timestamp(..) | DataType::Date32 | DataType::Date64
+    )
+}
+
+/// The Lance table `target` names: a registered Lance table, else a dataset
+/// location.
+async fn table_named(state: &SessionState, target: &str) -> DFResult<Arc<LanceTableProvider>> {
+    if let Some(table) = registered_lance_table(state, &TableReference::from(target)).await? {
+        return Ok(table);
+    }
+    let location = table_or_location(state, target).await?;
+    let table = LanceTableProvider::builder(location.uri.clone())
+        .with_table_options(LanceTableOptions {
+            storage_options: location.storage_options.clone(),
+            ..Default::default()
+        })
+        .with_session_cache(crate::session::LanceSessionCache::for_config(
+            state.config(),
+        ))
+        .build()
+        .await?;
+    Ok(Arc::new(table))
+}
+
+/// The latest version of `table` committed at or before `at` (see the
+/// module docs).
+async fn version_at(
+    state: &SessionState,
+    table: &LanceTableProvider,
+    at: &ScalarValue,
+    what: &str,
+) -> DFResult<u64> {
+    let zone = state
+        .config_options()
+        .execution
+        .time_zone
+        .clone()
+        .unwrap_or_else(|| "+00:00".to_string());
+    let micros = match at.cast_to(&DataType::Timestamp(
+        TimeUnit::Microsecond,
+        Some(zone.as_str().into()),
+    )) {
+        Ok(ScalarValue::TimestampMicrosecond(Some(micros), _)) => micros,
+        Ok(_) => return Err(plan_datafusion_err!("{what}: the time is NULL")),
+        Err(e) => {
+            return Err(plan_datafusion_err!("{what}: {at} is not a time ({e})"));
+        }
+    };
+    let cache = table.session_cache(state);
+    let latest = cache
+        .open(table.uri(), table.store_params(), &VersionSpec::Latest)
+        .await?;
+    let versions = latest
+        .versions()
+        .await
+        .map_err(|e| Error::lance("listing versions of", &table.location().display_uri, e))?;
+    if let Some(found) = versions
+        .iter()
+        .filter(|v| v.timestamp.timestamp_micros() <= micros)
+        .map(|v| v.version)
+        .max()
+    {
+        return Ok(found);
+    }
+    let shown = ScalarValue::TimestampMicrosecond(Some(micros), Some(zone.into())).to_array()?;
+    let shown = array_value_to_string(&shown, 0)?;
+    Err(match versions.iter().min_by_key(|v| v.version) {
+        Some(earliest) => plan_datafusion_err!(
+            "{what}: no version was committed at or before {shown}; the earliest is version {}, \
+             committed at {}",
+            earliest.version,
+            earliest
+                .timestamp
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        ),
+        None => plan_datafusion_err!("{what}: the table has no versions"),
+    })
+}
+
+/// The value of a constant expression (a scalar subquery included), planned
+/// and run by DataFusion.
+async fn evaluate(state: &SessionState, expr: &ast::Expr, clause: &str) -> DFResult<ScalarValue> {
+    let mut parsed = Parser::parse_sql(&GenericDialect {}, "SELECT NULL")
+        .map_err(|e| DataFusionError::Internal(e.to_string()))?;
+    let Some(Statement::Query(mut query)) = parsed.pop() else {
+        return Err(DataFusionError::Internal("SELECT did not parse".into()));
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return Err(DataFusionError::Internal("SELECT did not parse".into()));
+    };
+    select.projection = vec![ast::SelectItem::UnnamedExpr(expr.clone())];
+    let statement = DFStatement::Statement(Box::new(Statement::Query(query)));
+    let plan = state.statement_to_plan(statement).await?;
+    let batches = DataFrame::new(state.clone(), plan).collect().await?;
+    let mut values = batches
+        .iter()
+        .filter(|b| b.num_rows() > 0)
+        .flat_map(|b| (0..b.num_rows()).map(move |row| (b, row)));
+    match (values.next(), values.next()) {
+        (Some((batch, row)), None) if batch.num_columns() == 1 => {
+            ScalarValue::try_from_array(batch.column(0), row)
+        }
+        _ => Err(plan_datafusion_err!(
+            "{clause}: '{expr}' must give exactly one value"
+        )),
+    }
+}
