@@ -22,7 +22,7 @@ use datafusion::sql::sqlparser::dialect::{Dialect, dialect_from_str};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
-use super::merge_into::plan_merge_statement;
+use super::merge_into::{mark_stars, plan_merge_statement};
 use super::time_travel::{self, AS_OF_FUNCTION_NAME, PinnedRelations};
 
 /// Plans `sql` when it is a statement DataFusion cannot plan on Lance tables
@@ -87,8 +87,8 @@ fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
     false
 }
 
-/// The one statement `tokens` hold, time-travel clauses the dialect does not
-/// parse included; `None` when they do not parse (DataFusion then reports
+/// The one statement `tokens` hold, `MERGE`'s `UPDATE SET *` / `INSERT *`
+/// and time-travel clauses the dialect does not parse included; `None` when they do not parse (DataFusion then reports
 /// the error).
 fn parse(tokens: Vec<TokenWithSpan>, dialect: &dyn Dialect, limit: usize) -> Option<DFStatement> {
     let parse_one = |tokens: Vec<TokenWithSpan>| -> Option<DFStatement> {
@@ -103,6 +103,7 @@ fn parse(tokens: Vec<TokenWithSpan>, dialect: &dyn Dialect, limit: usize) -> Opt
             .then(|| statements.pop_front())
             .flatten()
     };
+    let tokens = mark_stars(tokens);
     if let Some(statement) = parse_one(tokens.clone()) {
         return Some(statement);
     }

@@ -10,7 +10,7 @@ use datafusion::sql::sqlparser::ast::{
     self, AssignmentTarget, ExprWithAlias, Merge, MergeAction, MergeClauseKind, MergeInsertKind,
 };
 
-use super::{Sides, column_name};
+use super::{Sides, column_name, stars};
 use crate::table::merge::{
     MergeCondition, MergeOptions, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
     check_condition,
@@ -59,8 +59,10 @@ pub(super) struct Clauses {
     inserts: bool,
     /// Columns written by `UPDATE SET` / `INSERT (...) VALUES (...)`.
     written: Option<Columns>,
-    /// `INSERT ROW`: every source column.
+    /// `INSERT ROW` / `INSERT *`: every source column.
     all_source_columns: bool,
+    /// `UPDATE SET *`: every source column.
+    update_all_columns: bool,
     by_source: Option<Option<Expr>>,
 }
 
@@ -78,6 +80,7 @@ impl Clauses {
             inserts: false,
             written: None,
             all_source_columns: false,
+            update_all_columns: false,
             by_source: None,
         };
         let mut seen: Vec<&'static str> = Vec::new();
@@ -102,6 +105,13 @@ impl Clauses {
                 .map(|p| planner.plan(p))
                 .transpose()?;
             match (&clause.clause_kind, &clause.action) {
+                (MergeClauseKind::Matched, MergeAction::Update(update))
+                    if stars::update_all(&update.assignments) =>
+                {
+                    clauses.update_all_columns = true;
+                    clauses.when_matched = WhenMatched::UpdateAll;
+                    clauses.matched_condition = predicate;
+                }
                 (MergeClauseKind::Matched, MergeAction::Update(update)) => {
                     let mut columns = Vec::new();
                     for a in &update.assignments {
@@ -147,6 +157,11 @@ impl Clauses {
                     }
                     match &insert.kind {
                         MergeInsertKind::Row => clauses.all_source_columns = true,
+                        MergeInsertKind::Values(values)
+                            if stars::insert_all(&insert.columns, values) =>
+                        {
+                            clauses.all_source_columns = true
+                        }
                         MergeInsertKind::Values(values) => {
                             let [row] = values.rows.as_slice() else {
                                 return not_impl_err!("MERGE INTO: INSERT takes one VALUES row");
@@ -209,9 +224,17 @@ impl Clauses {
         }
         if let (true, Some(_)) = (clauses.all_source_columns, &clauses.written) {
             return not_impl_err!(
-                "MERGE INTO: INSERT ROW cannot be combined with UPDATE SET of chosen columns \
-                 (Lance's merge-insert updates and inserts from one source row); list the \
-                 inserted columns: INSERT (c, ...) VALUES ({}.c, ...)",
+                "MERGE INTO: INSERT * (or INSERT ROW) cannot be combined with UPDATE SET of \
+                 chosen columns (Lance's merge-insert updates and inserts from one source row); \
+                 use UPDATE SET * or list the inserted columns: INSERT (c, ...) VALUES ({}.c, ...)",
+                sides.source
+            );
+        }
+        if let (true, Some(_)) = (clauses.update_all_columns, &clauses.written) {
+            return not_impl_err!(
+                "MERGE INTO: UPDATE SET * cannot be combined with INSERT of chosen columns \
+                 (Lance's merge-insert updates and inserts from one source row); use INSERT * \
+                 or list the updated columns: UPDATE SET c = {}.c, ...",
                 sides.source
             );
         }
@@ -280,7 +303,8 @@ impl Clauses {
     }
 
     /// The source as Lance receives it: keys and written columns under the
-    /// table's column names (every source column for `INSERT ROW` or `DELETE`).
+    /// table's column names (every source column for `*`, `INSERT ROW` or
+    /// `DELETE`).
     pub(super) fn source_projection(
         &self,
         source: LogicalPlan,

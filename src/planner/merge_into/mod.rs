@@ -9,8 +9,8 @@
 //!
 //! ```sql
 //! MERGE INTO t USING src AS s ON t.id = s.id
-//!   WHEN MATCHED [AND <cond>] THEN UPDATE SET v = s.v, name = s.name | DELETE
-//!   WHEN NOT MATCHED THEN INSERT (id, v, name) VALUES (s.id, s.v, s.name) | INSERT ROW
+//!   WHEN MATCHED [AND <cond>] THEN UPDATE SET v = s.v, name = s.name | UPDATE SET * | DELETE
+//!   WHEN NOT MATCHED THEN INSERT (id, v, name) VALUES (s.id, s.v, s.name) | INSERT * | INSERT ROW
 //!   WHEN NOT MATCHED BY SOURCE [AND <cond>] THEN DELETE
 //! ```
 //!
@@ -19,11 +19,15 @@
 //!   must name the same columns when both are present (Lance's merge-insert
 //!   updates and inserts from one source row). Columns not named keep their
 //!   value on update and are NULL on insert.
+//! * `UPDATE SET *` and `INSERT *` (also `INSERT ROW`) write every source
+//!   column into the target column of the same name; a `*` form cannot be
+//!   combined with a list of chosen columns in the other clause.
 //! * Conditions may read target columns, keys, and source columns the
 //!   statement writes unchanged (Lance evaluates them on the rows it merges).
 //! * The result is one row: `inserted, updated, deleted, version`.
 
 mod clauses;
+mod stars;
 
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema, Result as DFResult, not_impl_err, plan_err};
@@ -43,6 +47,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 use self::clauses::{Clauses, ExprPlanner};
+pub(crate) use self::stars::mark_stars;
 use crate::table::lookup::lance_table;
 use crate::table::merge::LanceMerge;
 use crate::table::statement::StatementTable;
