@@ -44,8 +44,8 @@ pub use session::{
 pub use table::{LanceTableProvider, LanceTableProviderBuilder, LanceTableProviderFactory};
 pub use udf::{SESSION_STATS_FUNCTION_NAME, SessionStatsFunction, scalar_functions};
 pub use udtf::{
-    CACHE_STATS_FUNCTION_NAME, CacheStatsFunction, VACUUM_FUNCTION_NAME, VERSIONS_FUNCTION_NAME,
-    VacuumFunction, VersionsFunction,
+    CACHE_STATS_FUNCTION_NAME, CacheStatsFunction, FRAGMENTS_FUNCTION_NAME, MetadataFunction,
+    MetadataKind, TAGS_FUNCTION_NAME, VACUUM_FUNCTION_NAME, VERSIONS_FUNCTION_NAME, VacuumFunction,
 };
 
 /// The `STORED AS` name of Lance tables.
@@ -83,10 +83,9 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         CACHE_STATS_FUNCTION_NAME,
         Arc::new(CacheStatsFunction::default()),
     );
-    ctx.register_udtf(
-        VERSIONS_FUNCTION_NAME,
-        Arc::new(VersionsFunction::default()),
-    );
+    for kind in MetadataKind::ALL {
+        ctx.register_udtf(kind.function_name(), Arc::new(MetadataFunction::new(kind)));
+    }
     ctx.register_udtf(VACUUM_FUNCTION_NAME, Arc::new(VacuumFunction::default()));
     ctx.register_udtf(
         AS_OF_FUNCTION_NAME,

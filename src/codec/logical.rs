@@ -30,8 +30,8 @@ use crate::table::merge::LanceMerge;
 use crate::table::statement::{StatementTable, statement_of};
 use crate::table::{LanceTableProvider, ProviderParts};
 use crate::udtf::cache_stats::CacheStats;
+use crate::udtf::metadata::{Metadata, MetadataKind};
 use crate::udtf::vacuum::Vacuum;
-use crate::udtf::versions::Versions;
 
 /// Starts the bytes of `STORED AS LANCE` (telling them from the formats
 /// DataFusion's default codec encodes).
@@ -153,6 +153,19 @@ impl LanceLogicalCodec {
         Ok((target.name, location))
     }
 
+    fn decode_metadata(
+        &self,
+        kind: MetadataKind,
+        target: proto::NamedTarget,
+    ) -> DFResult<Arc<dyn TableProvider>> {
+        let (target, location) = self.decode_target(Some(target))?;
+        Ok(StatementTable::provider(Metadata {
+            kind,
+            target,
+            location,
+        }))
+    }
+
     fn encode_plan(&self, plan: &LogicalPlan) -> DFResult<LogicalPlanNode> {
         LogicalPlanNode::try_from_logical_plan(plan, self)
     }
@@ -191,10 +204,13 @@ impl LanceLogicalCodec {
                 options: Some(encode_merge_options(merge.options(), self)?),
             })));
         }
-        if let Some(versions) = statement_of::<Versions>(provider) {
-            return Ok(Some(Table::Versions(
-                self.encode_target(&versions.target, versions.location.as_ref()),
-            )));
+        if let Some(metadata) = statement_of::<Metadata>(provider) {
+            let target = self.encode_target(&metadata.target, metadata.location.as_ref());
+            return Ok(Some(match metadata.kind {
+                MetadataKind::Versions => Table::Versions(target),
+                MetadataKind::Fragments => Table::Fragments(target),
+                MetadataKind::Tags => Table::Tags(target),
+            }));
         }
         if let Some(vacuum) = statement_of::<Vacuum>(provider) {
             return Ok(Some(Table::Vacuum(proto::VacuumTable {
@@ -272,10 +288,9 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
                 }
                 StatementTable::provider(table)
             }
-            Table::Versions(target) => {
-                let (target, location) = self.decode_target(Some(target))?;
-                StatementTable::provider(Versions { target, location })
-            }
+            Table::Versions(target) => self.decode_metadata(MetadataKind::Versions, target)?,
+            Table::Fragments(target) => self.decode_metadata(MetadataKind::Fragments, target)?,
+            Table::Tags(target) => self.decode_metadata(MetadataKind::Tags, target)?,
             Table::Vacuum(vacuum) => {
                 let (target, location) = self.decode_target(vacuum.target)?;
                 StatementTable::provider(Vacuum {

@@ -323,7 +323,7 @@ pub(crate) struct Empty {}
 pub(crate) struct Provider {
     #[prost(uint32, tag = "1")]
     pub format: u32,
-    #[prost(oneof = "provider::Table", tags = "2, 3, 4, 5, 6, 7")]
+    #[prost(oneof = "provider::Table", tags = "2, 3, 4, 5, 6, 7, 8, 9")]
     pub table: Option<provider::Table>,
 }
 
@@ -346,5 +346,9 @@ pub(crate) mod provider {
         Vacuum(super::VacuumTable),
         #[prost(message, tag = "7")]
         CacheStats(super::Empty),
+        #[prost(message, tag = "8")]
+        Fragments(super::NamedTarget),
+        #[prost(message, tag = "9")]
+        Tags(super::NamedTarget),
     }
 }

@@ -38,8 +38,8 @@ use crate::table::dml::LanceDml;
 use crate::table::lookup::table_or_location;
 use crate::table::merge::LanceMerge;
 use crate::table::statement::{StatementTable, statement_of};
+use crate::udtf::metadata::Metadata;
 use crate::udtf::vacuum::Vacuum;
-use crate::udtf::versions::Versions;
 
 /// Resolves every Lance table a statement references to one version, then
 /// delegates to the wrapped planner (see the module docs).
@@ -70,8 +70,8 @@ impl QueryPlanner for LanceQueryPlanner {
 /// Resolves `plan` the way [`LanceQueryPlanner`] does before physical
 /// planning: every unpinned Lance table it references — nested plans of DML
 /// and merge statements included — is fixed to one version (the latest, once
-/// per table), the tables `lance_merge`, `lance_versions` and
-/// `lance_vacuum` name are looked up, and the plans nested inside statements
+/// per table), the tables `lance_merge`, the metadata functions
+/// (`lance_versions`, ...) and `lance_vacuum` name are looked up, and the plans nested inside statements
 /// are optimized (so subqueries become joins that `datafusion-proto` can
 /// encode).
 ///
@@ -153,13 +153,14 @@ impl Snapshots {
                     merge.with_parts(target, source),
                 )));
             }
-            if let Some(versions) = statement_of::<Versions>(provider.as_ref()) {
-                if versions.location.is_some() {
+            if let Some(metadata) = statement_of::<Metadata>(provider.as_ref()) {
+                if metadata.location.is_some() {
                     return Ok(None);
                 }
-                let location = table_or_location(state, &versions.target).await?;
-                return Ok(Some(StatementTable::provider(Versions {
-                    target: versions.target.clone(),
+                let location = table_or_location(state, &metadata.target).await?;
+                return Ok(Some(StatementTable::provider(Metadata {
+                    kind: metadata.kind,
+                    target: metadata.target.clone(),
                     location: Some(location),
                 })));
             }

@@ -1,11 +1,15 @@
-//! Table functions: `lance_cache_stats()`, `lance_versions('t')`, `lance_vacuum('t')`.
+//! Table functions: `lance_cache_stats()`, `lance_versions('t')`,
+//! `lance_fragments('t')`, `lance_tags('t')`, `lance_vacuum('t')`.
 //!
 //! They only build providers in `call_with_args`; reads happen in `scan`.
 
 pub(crate) mod cache_stats;
+pub(crate) mod metadata;
 pub(crate) mod vacuum;
-pub(crate) mod versions;
 
 pub use cache_stats::{CACHE_STATS_FUNCTION_NAME, CacheStatsFunction};
+pub use metadata::{
+    FRAGMENTS_FUNCTION_NAME, MetadataFunction, MetadataKind, TAGS_FUNCTION_NAME,
+    VERSIONS_FUNCTION_NAME,
+};
 pub use vacuum::{VACUUM_FUNCTION_NAME, VacuumFunction};
-pub use versions::{VERSIONS_FUNCTION_NAME, VersionsFunction};

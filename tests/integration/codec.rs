@@ -163,6 +163,8 @@ const STATEMENTS: &[&str] = &[
     "COPY (SELECT id, s FROM {t} WHERE id < 100) TO '{dir}/copy_{t}.lance' STORED AS LANCE \
      OPTIONS ('lance.max_rows_per_file' '7', 'lance.data_storage_version' '2.0')",
     "SELECT version, operation, fragments, rows FROM lance_versions('{t}')",
+    "SELECT id, physical_rows, deleted_rows, rows, data_files FROM lance_fragments('{t}')",
+    "SELECT tag, version FROM lance_tags('{t}')",
     "SELECT versions_removed, files_removed, orphans_removed FROM lance_vacuum('{t}', 'older_than=0s')",
     "TRUNCATE {t}",
 ];

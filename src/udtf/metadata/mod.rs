@@ -1,0 +1,163 @@
+//! Metadata table functions: one row per version, fragment or tag of a
+//! Lance table, read when the query is planned (diagnostics, not hot paths).
+//!
+//! | function | rows |
+//! |---|---|
+//! | `lance_versions('<table or location>')` | [`versions`] |
+//! | `lance_fragments('<table or location>')` | [`fragments`] |
+//! | `lance_tags('<table or location>')` | [`tags`] |
+
+pub(crate) mod fragments;
+pub(crate) mod tags;
+pub(crate) mod versions;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::{ScalarValue, plan_err};
+use datafusion::datasource::TableProvider;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+use lance::Dataset;
+
+use crate::config::VersionSpec;
+use crate::location::{TableLocation, redact_uri};
+use crate::session::LanceSessionCache;
+use crate::table::lookup::table_or_location;
+use crate::table::statement::{Statement, StatementTable};
+
+/// SQL name of the version-history function.
+pub const VERSIONS_FUNCTION_NAME: &str = "lance_versions";
+/// SQL name of the fragment-list function.
+pub const FRAGMENTS_FUNCTION_NAME: &str = "lance_fragments";
+/// SQL name of the tag-list function.
+pub const TAGS_FUNCTION_NAME: &str = "lance_tags";
+
+/// Which metadata a [`MetadataFunction`] lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataKind {
+    /// `lance_versions`: one row per version.
+    Versions,
+    /// `lance_fragments`: one row per fragment of the latest version.
+    Fragments,
+    /// `lance_tags`: one row per tag.
+    Tags,
+}
+
+impl MetadataKind {
+    /// Every kind.
+    pub const ALL: [MetadataKind; 3] = [Self::Versions, Self::Fragments, Self::Tags];
+
+    /// The function's SQL name.
+    pub fn function_name(self) -> &'static str {
+        match self {
+            Self::Versions => VERSIONS_FUNCTION_NAME,
+            Self::Fragments => FRAGMENTS_FUNCTION_NAME,
+            Self::Tags => TAGS_FUNCTION_NAME,
+        }
+    }
+
+    fn schema(self) -> SchemaRef {
+        match self {
+            Self::Versions => versions::schema(),
+            Self::Fragments => fragments::schema(),
+            Self::Tags => tags::schema(),
+        }
+    }
+
+    async fn batch(self, dataset: &Dataset, location: &TableLocation) -> DFResult<RecordBatch> {
+        match self {
+            Self::Versions => versions::batch(dataset, location).await,
+            Self::Fragments => fragments::batch(dataset, location).await,
+            Self::Tags => tags::batch(dataset, location).await,
+        }
+    }
+}
+
+/// `lance_versions`, `lance_fragments` or `lance_tags` (one string argument:
+/// a table name or a dataset location).
+#[derive(Debug)]
+pub struct MetadataFunction {
+    kind: MetadataKind,
+}
+
+impl MetadataFunction {
+    /// The function listing `kind`.
+    pub fn new(kind: MetadataKind) -> Self {
+        Self { kind }
+    }
+}
+
+impl TableFunctionImpl for MetadataFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
+        let target = match args.exprs() {
+            [Expr::Literal(ScalarValue::Utf8(Some(s)), _)]
+            | [Expr::Literal(ScalarValue::Utf8View(Some(s)), _)]
+            | [Expr::Literal(ScalarValue::LargeUtf8(Some(s)), _)] => s.clone(),
+            _ => {
+                return plan_err!(
+                    "{}() takes one string: a table name or a dataset location",
+                    self.kind.function_name()
+                );
+            }
+        };
+        Ok(StatementTable::provider(Metadata {
+            kind: self.kind,
+            target,
+            location: None,
+        }))
+    }
+}
+
+/// A metadata function call as a statement (read when the query is planned).
+pub(crate) struct Metadata {
+    pub(crate) kind: MetadataKind,
+    /// The table or location as the query names it.
+    pub(crate) target: String,
+    /// Where it lives, once resolved (see [`crate::resolve_lance_tables`]).
+    pub(crate) location: Option<TableLocation>,
+}
+
+impl std::fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The target may be a location with credentials in it.
+        f.debug_struct("Metadata")
+            .field("kind", &self.kind)
+            .field("target", &redact_uri(&self.target))
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl Statement for Metadata {
+    fn schema(&self) -> SchemaRef {
+        self.kind.schema()
+    }
+
+    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let location = match &self.location {
+            Some(location) => location.clone(),
+            None => table_or_location(state, &self.target).await?,
+        };
+        let cache = LanceSessionCache::for_config(state.config());
+        let dataset = cache
+            .open(
+                &location.uri,
+                &cache.params_for(&location),
+                &VersionSpec::Latest,
+            )
+            .await?;
+        let batch = self.kind.batch(&dataset, &location).await?;
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![batch]],
+            self.kind.schema(),
+            None,
+        )?)
+    }
+}
