@@ -1196,3 +1196,78 @@ async fn an_executor_killed_mid_merge_loses_and_repeats_no_row() {
         verdicts.0, verdicts.1
     );
 }
+
+/// The scheduler is SIGKILLed after an INSERT committed and another is
+/// started on the same address: the executors register with it again, the
+/// committed rows are all there at the committed version, and the next
+/// INSERT commits once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_scheduler_restart_loses_no_committed_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    numbers_table(&uri).await;
+    let mut cluster = Cluster::start(2);
+    let register = format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'");
+    let insert = "INSERT INTO t SELECT id + 10000, v, s, b, d FROM t WHERE id < 100";
+    let count = "SELECT count(*), count(DISTINCT id), sum(id) FROM t";
+    let client = cluster.client().await;
+    ok(&client, &register).await;
+    ok(&client, insert).await;
+    let committed = version(&uri).await;
+    let rows = try_rows(&client, count).await.unwrap();
+    assert_eq!(
+        rows,
+        vec![format!(
+            "2100|2100|{}",
+            (0..2000).sum::<i64>() + (10_000..10_100).sum::<i64>()
+        )]
+    );
+    drop(client);
+
+    let scheduler = cluster.scheduler.to_string();
+    let old = &mut cluster.processes[0];
+    old.kill().unwrap();
+    old.wait().unwrap();
+    let mut restarted = lance_cluster(&[
+        "scheduler",
+        "--bind",
+        &scheduler,
+        "--executor-timeout-seconds",
+        "5",
+    ]);
+    let line = first_line(&mut restarted);
+    assert_eq!(
+        line.trim(),
+        format!("lance-cluster scheduler listening on {scheduler}")
+    );
+    cluster.processes[0] = restarted;
+    // The executors' heartbeats register them again (bounded: 20 s).
+    let mut listed = 0;
+    for _ in 0..200 {
+        listed = http_get(cluster.scheduler, "/api/executors")
+            .matches("\"id\":")
+            .count();
+        if listed >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(listed, 2, "the executors registered with the new scheduler");
+
+    let client = cluster.client().await;
+    ok(&client, &register).await;
+    assert_eq!(version(&uri).await, committed);
+    assert_eq!(try_rows(&client, count).await.unwrap(), rows);
+    ok(
+        &client,
+        "INSERT INTO t SELECT id + 20000, v, s, b, d FROM t WHERE id < 100",
+    )
+    .await;
+    assert_eq!(version(&uri).await, committed + 1);
+    assert_eq!(
+        try_rows(&client, "SELECT count(*) FROM t WHERE id >= 20000")
+            .await
+            .unwrap(),
+        vec!["100".to_string()]
+    );
+}
