@@ -42,10 +42,13 @@ pub use session::{
     LanceSessionCache, OpenerStats, SHARE_SESSION_ENV, session_sharing_disabled, store_params,
 };
 pub use table::{LanceTableProvider, LanceTableProviderBuilder, LanceTableProviderFactory};
-pub use udf::{SESSION_STATS_FUNCTION_NAME, SessionStatsFunction, scalar_functions};
+pub use udf::{
+    Distance, DistanceFunction, SESSION_STATS_FUNCTION_NAME, SessionStatsFunction, scalar_functions,
+};
 pub use udtf::{
     CACHE_STATS_FUNCTION_NAME, CacheStatsFunction, FRAGMENTS_FUNCTION_NAME, MetadataFunction,
-    MetadataKind, TAGS_FUNCTION_NAME, VACUUM_FUNCTION_NAME, VERSIONS_FUNCTION_NAME, VacuumFunction,
+    MetadataKind, TAG_FUNCTION_NAME, TAGS_FUNCTION_NAME, TagFunction, VACUUM_FUNCTION_NAME,
+    VERSIONS_FUNCTION_NAME, VacuumFunction,
 };
 
 /// The `STORED AS` name of Lance tables.
@@ -87,6 +90,7 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         ctx.register_udtf(kind.function_name(), Arc::new(MetadataFunction::new(kind)));
     }
     ctx.register_udtf(VACUUM_FUNCTION_NAME, Arc::new(VacuumFunction::default()));
+    ctx.register_udtf(TAG_FUNCTION_NAME, Arc::new(TagFunction::default()));
     ctx.register_udtf(
         AS_OF_FUNCTION_NAME,
         Arc::new(planner::time_travel::AsOfOutsideLanceSql::default()),

@@ -1,4 +1,5 @@
-//! Scalar functions: `lance_session_stats()`.
+//! Scalar functions: `lance_session_stats()` and the vector distances
+//! (`l2_distance`, `cosine_distance`, `dot_product`).
 //!
 //! They are registered by [`crate::register_lance`] and, on a cluster, in
 //! every executor's function registry ([`scalar_functions`]), so a plan that
@@ -8,13 +9,19 @@ use std::sync::Arc;
 
 use datafusion::logical_expr::ScalarUDF;
 
+pub(crate) mod distance;
 pub(crate) mod session_stats;
 
+pub use distance::{Distance, DistanceFunction};
 pub use session_stats::{SESSION_STATS_FUNCTION_NAME, SessionStatsFunction};
 
 /// Every scalar function this crate registers.
 pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
-    vec![Arc::new(ScalarUDF::new_from_impl(
+    let mut functions = vec![Arc::new(ScalarUDF::new_from_impl(
         SessionStatsFunction::default(),
-    ))]
+    ))];
+    functions.extend(
+        Distance::ALL.map(|d| Arc::new(ScalarUDF::new_from_impl(DistanceFunction::new(d)))),
+    );
+    functions
 }

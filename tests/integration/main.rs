@@ -23,5 +23,6 @@ mod secrets;
 mod session;
 mod snapshot;
 mod time_travel;
+mod vector;
 mod write_faults;
 mod writes;
