@@ -18,9 +18,9 @@ use prost::Message;
 
 use super::proto::{self, provider::Table};
 use super::{
-    StoragePolicy, check_format, decode_merge_options, decode_schema, decode_snapshot,
+    StoragePolicy, check_format, decode_merge_options, decode_schema, decode_snapshot, decode_tag,
     decode_vacuum, encode_merge_options, encode_message, encode_schema, encode_snapshot,
-    encode_vacuum, malformed, required, storage_policy_builders,
+    encode_tag, encode_vacuum, malformed, required, storage_policy_builders,
 };
 use crate::format::LanceFormatFactory;
 use crate::location::TableLocation;
@@ -31,6 +31,7 @@ use crate::table::statement::{StatementTable, statement_of};
 use crate::table::{LanceTableProvider, ProviderParts};
 use crate::udtf::cache_stats::CacheStats;
 use crate::udtf::metadata::{Metadata, MetadataKind};
+use crate::udtf::tag::Tag;
 use crate::udtf::vacuum::Vacuum;
 
 /// Starts the bytes of `STORED AS LANCE` (telling them from the formats
@@ -218,6 +219,12 @@ impl LanceLogicalCodec {
                 vacuum: Some(encode_vacuum(vacuum.options)),
             })));
         }
+        if let Some(tag) = statement_of::<Tag>(provider) {
+            return Ok(Some(Table::Tag(proto::TagTable {
+                target: Some(self.encode_target(&tag.target, tag.location.as_ref())),
+                change: Some(encode_tag(&tag.change)),
+            })));
+        }
         if statement_of::<CacheStats>(provider).is_some() {
             return Ok(Some(Table::CacheStats(proto::Empty {})));
         }
@@ -297,6 +304,14 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
                     target,
                     location,
                     options: decode_vacuum(vacuum.vacuum)?,
+                })
+            }
+            Table::Tag(tag) => {
+                let (target, location) = self.decode_target(tag.target)?;
+                StatementTable::provider(Tag {
+                    target,
+                    location,
+                    change: decode_tag(tag.change)?,
                 })
             }
             Table::CacheStats(_) => StatementTable::provider(CacheStats::default()),

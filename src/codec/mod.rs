@@ -80,7 +80,9 @@ use crate::location::{Snapshot, TableLocation, redact_uri};
 use crate::physical_plan::merge_options::{
     MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
 };
-use crate::physical_plan::{CommitKind, VacuumOptions, WriteOptions, WriteTarget};
+use crate::physical_plan::{
+    CommitKind, TagAction, TagChange, VacuumOptions, WriteOptions, WriteTarget,
+};
 
 /// What encoded plans do with tables' storage options (see the module docs).
 #[derive(Clone, Default)]
@@ -336,6 +338,24 @@ fn decode_vacuum(options: Option<proto::Vacuum>) -> DFResult<VacuumOptions> {
     Ok(VacuumOptions {
         older_than: seconds(options.older_than_seconds)?,
         orphans_older_than: seconds(options.orphans_older_than_seconds)?,
+    })
+}
+
+fn encode_tag(change: &TagChange) -> proto::TagChange {
+    proto::TagChange {
+        action: change.action.name().to_string(),
+        tag: change.tag.clone(),
+        version: change.version,
+    }
+}
+
+fn decode_tag(change: Option<proto::TagChange>) -> DFResult<TagChange> {
+    let change = required(change, "tag change")?;
+    Ok(TagChange {
+        action: TagAction::parse(&change.action)
+            .ok_or_else(|| malformed(format!("tag action '{}'", change.action)))?,
+        tag: change.tag,
+        version: change.version,
     })
 }
 

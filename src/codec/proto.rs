@@ -190,12 +190,30 @@ pub(crate) struct VacuumNode {
     pub vacuum: Option<Vacuum>,
 }
 
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct TagChange {
+    #[prost(string, tag = "1")]
+    pub action: String,
+    #[prost(string, tag = "2")]
+    pub tag: String,
+    #[prost(uint64, optional, tag = "3")]
+    pub version: Option<u64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct TagNode {
+    #[prost(message, optional, tag = "1")]
+    pub location: Option<Location>,
+    #[prost(message, optional, tag = "2")]
+    pub change: Option<TagChange>,
+}
+
 /// One Lance physical node (its inputs travel as DataFusion's).
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct PhysicalNode {
     #[prost(uint32, tag = "1")]
     pub format: u32,
-    #[prost(oneof = "physical_node::Node", tags = "2, 3, 4, 5, 6, 7, 8, 9")]
+    #[prost(oneof = "physical_node::Node", tags = "2, 3, 4, 5, 6, 7, 8, 9, 10")]
     pub node: Option<physical_node::Node>,
 }
 
@@ -222,6 +240,8 @@ pub(crate) mod physical_node {
         Vacuum(super::VacuumNode),
         #[prost(message, tag = "9")]
         Sink(super::CommitNode),
+        #[prost(message, tag = "10")]
+        Tag(super::TagNode),
     }
 }
 
@@ -308,6 +328,14 @@ pub(crate) struct NamedTarget {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct TagTable {
+    #[prost(message, optional, tag = "1")]
+    pub target: Option<NamedTarget>,
+    #[prost(message, optional, tag = "2")]
+    pub change: Option<TagChange>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct VacuumTable {
     #[prost(message, optional, tag = "1")]
     pub target: Option<NamedTarget>,
@@ -323,7 +351,7 @@ pub(crate) struct Empty {}
 pub(crate) struct Provider {
     #[prost(uint32, tag = "1")]
     pub format: u32,
-    #[prost(oneof = "provider::Table", tags = "2, 3, 4, 5, 6, 7, 8, 9")]
+    #[prost(oneof = "provider::Table", tags = "2, 3, 4, 5, 6, 7, 8, 9, 10")]
     pub table: Option<provider::Table>,
 }
 
@@ -350,5 +378,7 @@ pub(crate) mod provider {
         Fragments(super::NamedTarget),
         #[prost(message, tag = "9")]
         Tags(super::NamedTarget),
+        #[prost(message, tag = "10")]
+        Tag(super::TagTable),
     }
 }

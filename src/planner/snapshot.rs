@@ -39,6 +39,7 @@ use crate::table::lookup::table_or_location;
 use crate::table::merge::LanceMerge;
 use crate::table::statement::{StatementTable, statement_of};
 use crate::udtf::metadata::Metadata;
+use crate::udtf::tag::Tag;
 use crate::udtf::vacuum::Vacuum;
 
 /// Resolves every Lance table a statement references to one version, then
@@ -162,6 +163,17 @@ impl Snapshots {
                     kind: metadata.kind,
                     target: metadata.target.clone(),
                     location: Some(location),
+                })));
+            }
+            if let Some(tag) = statement_of::<Tag>(provider.as_ref()) {
+                if tag.location.is_some() {
+                    return Ok(None);
+                }
+                let location = table_or_location(state, &tag.target).await?;
+                return Ok(Some(StatementTable::provider(Tag {
+                    target: tag.target.clone(),
+                    location: Some(location),
+                    change: tag.change.clone(),
                 })));
             }
             if let Some(vacuum) = statement_of::<Vacuum>(provider.as_ref()) {

@@ -17,8 +17,9 @@ use datafusion::physical_plan::expressions::Column;
 use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
 use datafusion::prelude::SessionContext;
 use datafusion_lance::physical_plan::{
-    CommitKind, GroupRows, LanceCommitExec, LanceDeleteExec, LanceMergeExec, LanceUpdateExec,
-    LanceVacuumExec, LanceWriteExec, ScanOptions, ScanParts, VacuumOptions, WriteTarget,
+    CommitKind, GroupRows, LanceCommitExec, LanceDeleteExec, LanceMergeExec, LanceTagExec,
+    LanceUpdateExec, LanceVacuumExec, LanceWriteExec, ScanOptions, ScanParts, TagChange,
+    VacuumOptions, WriteTarget,
 };
 use datafusion_lance::{
     LanceLogicalCodec, LancePhysicalCodec, LanceScanExec, LanceSessionContextExt, LanceSink,
@@ -163,8 +164,13 @@ const STATEMENTS: &[&str] = &[
     "COPY (SELECT id, s FROM {t} WHERE id < 100) TO '{dir}/copy_{t}.lance' STORED AS LANCE \
      OPTIONS ('lance.max_rows_per_file' '7', 'lance.data_storage_version' '2.0')",
     "SELECT version, operation, fragments, rows FROM lance_versions('{t}')",
-    "SELECT id, physical_rows, deleted_rows, rows, data_files FROM lance_fragments('{t}')",
+    // Fragment ids depend on which writer finished first: totals only.
+    "SELECT count(*), sum(physical_rows), sum(deleted_rows), sum(rows), sum(data_files) \
+     FROM lance_fragments('{t}')",
+    "SELECT * FROM lance_tag('{t}', 'create', 'codec', 2)",
+    "SELECT * FROM lance_tag('{t}', 'update', 'codec')",
     "SELECT tag, version FROM lance_tags('{t}')",
+    "SELECT * FROM lance_tag('{t}', 'delete', 'codec')",
     "SELECT versions_removed, files_removed, orphans_removed FROM lance_vacuum('{t}', 'older_than=0s')",
     "TRUNCATE {t}",
 ];
@@ -550,6 +556,7 @@ enum NodeData {
     Update(WriteTarget),
     Merge(WriteTarget, Vec<String>, MergeOptions, MergeOutput),
     Vacuum(TableLocation, VacuumOptions),
+    Tag(TableLocation, TagChange),
     Sink(WriteTarget, CommitKind, Option<LexRequirement>),
 }
 
@@ -574,6 +581,8 @@ fn node_data(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<NodeData>) {
         ));
     } else if let Some(n) = node.downcast_ref::<LanceVacuumExec>() {
         out.push(NodeData::Vacuum(n.location().clone(), n.options()));
+    } else if let Some(n) = node.downcast_ref::<LanceTagExec>() {
+        out.push(NodeData::Tag(n.location().clone(), n.change().clone()));
     } else if let Some(n) = node.downcast_ref::<DataSinkExec>()
         && let Some(sink) = n.sink().downcast_ref::<LanceSink>()
     {
@@ -622,6 +631,7 @@ async fn every_field_of_every_node_survives_a_round_trip() {
         "MERGE INTO pa AS tg USING (SELECT id, s FROM a) AS src ON tg.id = src.id \
          WHEN MATCHED THEN DELETE WHEN NOT MATCHED BY SOURCE AND tg.id < 3 THEN DELETE",
         "SELECT * FROM lance_vacuum('a', 'older_than=90m', 'orphans_older_than=3d')",
+        "SELECT * FROM lance_tag('a', 'create', 'fields', 1)",
         "COPY (SELECT id FROM a) TO '{dir}/fields.lance' STORED AS LANCE \
          OPTIONS ('lance.max_rows_per_file' '5', 'lance.data_storage_version' '2.0', \
          'lance.enable_stable_row_ids' 'true')",
@@ -687,7 +697,7 @@ async fn every_field_of_every_node_survives_a_round_trip() {
     assert_eq!(
         kinds.into_iter().collect::<Vec<_>>(),
         [
-            "Commit", "Delete", "Merge", "Scan", "Sink", "Update", "Vacuum", "Write"
+            "Commit", "Delete", "Merge", "Scan", "Sink", "Tag", "Update", "Vacuum", "Write"
         ]
     );
 }

@@ -1,0 +1,144 @@
+//! `lance_tag('<table or location>', 'create' | 'update' | 'delete', '<tag>' [, <version>])`:
+//! creates a tag (at `version`, the latest by default), moves one, or
+//! deletes one. The change happens when the statement runs (`EXPLAIN`
+//! changes nothing); the result is one row: `tag, version` (NULL once
+//! deleted). `lance_tags('<table>')` lists them; `VERSION AS OF '<tag>'`
+//! reads one.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::{ScalarValue, plan_err};
+use datafusion::datasource::TableProvider;
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+
+use crate::location::{TableLocation, redact_uri};
+use crate::physical_plan::tag::tag_schema;
+use crate::physical_plan::{LanceTagExec, TagAction, TagChange};
+use crate::table::lookup::table_or_location;
+use crate::table::statement::{Statement, StatementTable};
+
+/// SQL name of the tag-management function.
+pub const TAG_FUNCTION_NAME: &str = "lance_tag";
+
+/// `lance_tag(...)`.
+#[derive(Debug, Default)]
+pub struct TagFunction {}
+
+fn usage() -> String {
+    format!(
+        "usage: {TAG_FUNCTION_NAME}('<table or location>', 'create' | 'update' | 'delete', \
+         '<tag>' [, <version>])"
+    )
+}
+
+fn string(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Literal(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)),
+            _,
+        ) => Some(s),
+        _ => None,
+    }
+}
+
+impl TableFunctionImpl for TagFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
+        let exprs = args.exprs();
+        if !(3..=4).contains(&exprs.len()) {
+            return plan_err!("{TAG_FUNCTION_NAME} takes 3 or 4 arguments; {}", usage());
+        }
+        let (Some(target), Some(action), Some(tag)) =
+            (string(&exprs[0]), string(&exprs[1]), string(&exprs[2]))
+        else {
+            return plan_err!(
+                "{TAG_FUNCTION_NAME}: the table, the action and the tag are strings; {}",
+                usage()
+            );
+        };
+        let Some(action) = TagAction::parse(action) else {
+            return plan_err!(
+                "{TAG_FUNCTION_NAME}: unknown action '{action}'; {}",
+                usage()
+            );
+        };
+        let version = match exprs.get(3) {
+            None => None,
+            Some(Expr::Literal(v, _)) if v.data_type().is_integer() => {
+                match v.cast_to(&DataType::Int64)? {
+                    ScalarValue::Int64(Some(n)) if n > 0 => Some(n as u64),
+                    _ => {
+                        return plan_err!(
+                            "{TAG_FUNCTION_NAME}: versions are numbered from 1; got {v}"
+                        );
+                    }
+                }
+            }
+            Some(other) => {
+                return plan_err!(
+                    "{TAG_FUNCTION_NAME}: the version must be an integer; got {other}; {}",
+                    usage()
+                );
+            }
+        };
+        if action == TagAction::Delete && version.is_some() {
+            return plan_err!(
+                "{TAG_FUNCTION_NAME}: 'delete' takes no version; {}",
+                usage()
+            );
+        }
+        if tag.trim().is_empty() {
+            return plan_err!("{TAG_FUNCTION_NAME}: the tag name is empty");
+        }
+        Ok(StatementTable::provider(Tag {
+            target: target.to_string(),
+            location: None,
+            change: TagChange {
+                action,
+                tag: tag.to_string(),
+                version,
+            },
+        }))
+    }
+}
+
+/// `lance_tag(...)` as a table: scanning it plans a [`LanceTagExec`].
+pub(crate) struct Tag {
+    /// The table or location as the query names it.
+    pub(crate) target: String,
+    /// Where it lives, once resolved (see [`crate::resolve_lance_tables`]).
+    pub(crate) location: Option<TableLocation>,
+    pub(crate) change: TagChange,
+}
+
+impl fmt::Debug for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The target may be a location with credentials in it.
+        f.debug_struct("Tag")
+            .field("target", &redact_uri(&self.target))
+            .field("change", &self.change)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Statement for Tag {
+    fn schema(&self) -> SchemaRef {
+        tag_schema()
+    }
+
+    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let location = match &self.location {
+            Some(location) => location.clone(),
+            None => table_or_location(state, &self.target).await?,
+        };
+        Ok(Arc::new(LanceTagExec::new(location, self.change.clone())))
+    }
+}
