@@ -9,14 +9,11 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::internal_err;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 
-use super::target::one_row_properties;
-use crate::config::VersionSpec;
+use super::target::{one_row_on_latest, one_row_properties};
 use crate::error::plain;
 use crate::location::TableLocation;
-use crate::session::LanceSessionCache;
 
 /// What happens to a tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,22 +139,15 @@ impl ExecutionPlan for LanceTagExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        if partition != 0 {
-            return internal_err!("LanceTagExec has one partition, {partition} requested");
-        }
-        let (location, change) = (self.location.clone(), self.change.clone());
-        let fut = async move {
-            let cache = LanceSessionCache::for_task(&context);
-            let params = cache.params_for(&location);
-            let dataset = cache
-                .open(&location.uri, &params, &VersionSpec::Latest)
-                .await?;
-            apply(&dataset, &location, &change).await
-        };
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
+        let change = self.change.clone();
+        one_row_on_latest(
+            self.name(),
+            partition,
+            context,
+            self.location.clone(),
             tag_schema(),
-            futures::stream::once(fut),
-        )))
+            move |dataset, location| async move { apply(&dataset, &location, &change).await },
+        )
     }
 }
 

@@ -11,18 +11,15 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::internal_err;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::TryStreamExt;
 use lance_table::io::deletion::relative_deletion_file_path;
 
 use super::in_flight::oldest_in_flight;
 use super::journal;
-use super::target::one_row_properties;
-use crate::config::VersionSpec;
+use super::target::{one_row_on_latest, one_row_properties};
 use crate::error::Error;
 use crate::location::TableLocation;
-use crate::session::LanceSessionCache;
 
 /// What a vacuum removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,22 +126,15 @@ impl ExecutionPlan for LanceVacuumExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        if partition != 0 {
-            return internal_err!("LanceVacuumExec has one partition, {partition} requested");
-        }
-        let (location, options) = (self.location.clone(), self.options);
-        let fut = async move {
-            let cache = LanceSessionCache::for_task(&context);
-            let params = cache.params_for(&location);
-            let dataset = cache
-                .open(&location.uri, &params, &VersionSpec::Latest)
-                .await?;
-            vacuum(&dataset, &location, &options).await
-        };
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
+        let options = self.options;
+        one_row_on_latest(
+            self.name(),
+            partition,
+            context,
+            self.location.clone(),
             vacuum_schema(),
-            futures::stream::once(fut),
-        )))
+            move |dataset, location| async move { vacuum(&dataset, &location, &options).await },
+        )
     }
 }
 

@@ -35,9 +35,8 @@ use crate::config::VersionSpec;
 use crate::format::LanceFormatFactory;
 use crate::table::LanceTableProvider;
 use crate::table::dml::LanceDml;
-use crate::table::lookup::table_or_location;
 use crate::table::merge::LanceMerge;
-use crate::table::statement::{StatementTable, statement_of};
+use crate::table::statement::{StatementTable, resolve_named, statement_of};
 use crate::udtf::metadata::Metadata;
 use crate::udtf::tag::Tag;
 use crate::udtf::vacuum::Vacuum;
@@ -154,40 +153,14 @@ impl Snapshots {
                     merge.with_parts(target, source),
                 )));
             }
-            if let Some(metadata) = statement_of::<Metadata>(provider.as_ref()) {
-                if metadata.location.is_some() {
-                    return Ok(None);
-                }
-                let location = table_or_location(state, &metadata.target).await?;
-                return Ok(Some(StatementTable::provider(Metadata {
-                    kind: metadata.kind,
-                    target: metadata.target.clone(),
-                    location: Some(location),
-                })));
+            let provider = provider.as_ref();
+            if let Some(resolved) = resolve_named::<Metadata>(provider, state).await? {
+                return Ok(Some(resolved));
             }
-            if let Some(tag) = statement_of::<Tag>(provider.as_ref()) {
-                if tag.location.is_some() {
-                    return Ok(None);
-                }
-                let location = table_or_location(state, &tag.target).await?;
-                return Ok(Some(StatementTable::provider(Tag {
-                    target: tag.target.clone(),
-                    location: Some(location),
-                    change: tag.change.clone(),
-                })));
+            if let Some(resolved) = resolve_named::<Tag>(provider, state).await? {
+                return Ok(Some(resolved));
             }
-            if let Some(vacuum) = statement_of::<Vacuum>(provider.as_ref()) {
-                if vacuum.location.is_some() {
-                    return Ok(None);
-                }
-                let location = table_or_location(state, &vacuum.target).await?;
-                return Ok(Some(StatementTable::provider(Vacuum {
-                    target: vacuum.target.clone(),
-                    location: Some(location),
-                    options: vacuum.options,
-                })));
-            }
-            Ok(None)
+            resolve_named::<Vacuum>(provider, state).await
         }
         .boxed()
     }

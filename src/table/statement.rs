@@ -13,6 +13,8 @@ use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
+use super::lookup::table_or_location;
+use crate::location::TableLocation;
 use crate::physical_plan::target::project;
 
 /// A statement planned as a table.
@@ -23,6 +25,46 @@ pub(crate) trait Statement: fmt::Debug + Send + Sync + 'static {
 
     /// The plan that runs the statement when executed.
     async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>>;
+}
+
+/// A statement naming its table by a string — a table name or a dataset
+/// location — as the table functions do. The name is resolved before
+/// physical planning ([`resolve_named`]), so an encoded plan needs no
+/// catalog.
+#[async_trait]
+pub(crate) trait NamedTable: Statement + Sized {
+    /// The table or location as the query names it.
+    fn target(&self) -> &str;
+
+    /// Where it lives, once resolved.
+    fn location(&self) -> Option<&TableLocation>;
+
+    /// The same statement, resolved to `location`.
+    fn with_location(&self, location: TableLocation) -> Self;
+
+    /// Where the table lives: as resolved, or looked up now.
+    async fn table_location(&self, state: &dyn Session) -> DFResult<TableLocation> {
+        match self.location() {
+            Some(location) => Ok(location.clone()),
+            None => table_or_location(state, self.target()).await,
+        }
+    }
+}
+
+/// `provider` with its table resolved, when it is an unresolved `S`.
+pub(crate) async fn resolve_named<S: NamedTable>(
+    provider: &dyn TableProvider,
+    state: &dyn Session,
+) -> DFResult<Option<Arc<dyn TableProvider>>> {
+    match statement_of::<S>(provider) {
+        Some(statement) if statement.location().is_none() => {
+            let location = statement.table_location(state).await?;
+            Ok(Some(StatementTable::provider(
+                statement.with_location(location),
+            )))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// A [`Statement`] as a DataFusion table.

@@ -20,8 +20,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use crate::location::{TableLocation, redact_uri};
 use crate::physical_plan::tag::tag_schema;
 use crate::physical_plan::{LanceTagExec, TagAction, TagChange};
-use crate::table::lookup::table_or_location;
-use crate::table::statement::{Statement, StatementTable};
+use crate::table::statement::{NamedTable, Statement, StatementTable};
 
 /// SQL name of the tag-management function.
 pub const TAG_FUNCTION_NAME: &str = "lance_tag";
@@ -128,6 +127,24 @@ impl fmt::Debug for Tag {
     }
 }
 
+impl NamedTable for Tag {
+    fn target(&self) -> &str {
+        &self.target
+    }
+
+    fn location(&self) -> Option<&TableLocation> {
+        self.location.as_ref()
+    }
+
+    fn with_location(&self, location: TableLocation) -> Self {
+        Self {
+            target: self.target.clone(),
+            location: Some(location),
+            change: self.change.clone(),
+        }
+    }
+}
+
 #[async_trait]
 impl Statement for Tag {
     fn schema(&self) -> SchemaRef {
@@ -135,10 +152,7 @@ impl Statement for Tag {
     }
 
     async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let location = match &self.location {
-            Some(location) => location.clone(),
-            None => table_or_location(state, &self.target).await?,
-        };
+        let location = self.table_location(state).await?;
         Ok(Arc::new(LanceTagExec::new(location, self.change.clone())))
     }
 }

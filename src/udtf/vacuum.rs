@@ -35,8 +35,7 @@ use crate::error::Error;
 use crate::location::{TableLocation, redact_uri};
 use crate::physical_plan::vacuum::vacuum_schema;
 use crate::physical_plan::{LanceVacuumExec, VacuumOptions};
-use crate::table::lookup::table_or_location;
-use crate::table::statement::{Statement, StatementTable};
+use crate::table::statement::{NamedTable, Statement, StatementTable};
 
 /// SQL name of the vacuum function.
 pub const VACUUM_FUNCTION_NAME: &str = "lance_vacuum";
@@ -134,6 +133,24 @@ impl fmt::Debug for Vacuum {
     }
 }
 
+impl NamedTable for Vacuum {
+    fn target(&self) -> &str {
+        &self.target
+    }
+
+    fn location(&self) -> Option<&TableLocation> {
+        self.location.as_ref()
+    }
+
+    fn with_location(&self, location: TableLocation) -> Self {
+        Self {
+            target: self.target.clone(),
+            location: Some(location),
+            options: self.options,
+        }
+    }
+}
+
 #[async_trait]
 impl Statement for Vacuum {
     fn schema(&self) -> SchemaRef {
@@ -141,10 +158,7 @@ impl Statement for Vacuum {
     }
 
     async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let location = match &self.location {
-            Some(location) => location.clone(),
-            None => table_or_location(state, &self.target).await?,
-        };
+        let location = self.table_location(state).await?;
         Ok(Arc::new(LanceVacuumExec::new(location, self.options)))
     }
 }

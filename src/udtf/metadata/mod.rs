@@ -28,8 +28,7 @@ use lance::Dataset;
 use crate::config::VersionSpec;
 use crate::location::{TableLocation, redact_uri};
 use crate::session::LanceSessionCache;
-use crate::table::lookup::table_or_location;
-use crate::table::statement::{Statement, StatementTable};
+use crate::table::statement::{NamedTable, Statement, StatementTable};
 
 /// SQL name of the version-history function.
 pub const VERSIONS_FUNCTION_NAME: &str = "lance_versions";
@@ -134,6 +133,24 @@ impl std::fmt::Debug for Metadata {
     }
 }
 
+impl NamedTable for Metadata {
+    fn target(&self) -> &str {
+        &self.target
+    }
+
+    fn location(&self) -> Option<&TableLocation> {
+        self.location.as_ref()
+    }
+
+    fn with_location(&self, location: TableLocation) -> Self {
+        Self {
+            kind: self.kind,
+            target: self.target.clone(),
+            location: Some(location),
+        }
+    }
+}
+
 #[async_trait]
 impl Statement for Metadata {
     fn schema(&self) -> SchemaRef {
@@ -141,10 +158,7 @@ impl Statement for Metadata {
     }
 
     async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let location = match &self.location {
-            Some(location) => location.clone(),
-            None => table_or_location(state, &self.target).await?,
-        };
+        let location = self.table_location(state).await?;
         let cache = LanceSessionCache::for_config(state.config());
         let dataset = cache
             .open(
