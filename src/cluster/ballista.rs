@@ -117,10 +117,13 @@ pub fn executor_config() -> ExecutorProcessConfig {
     }
 }
 
-/// The functions an executor decodes tasks with: DataFusion's and Lance's.
+/// The functions an executor decodes tasks with: DataFusion's — its array
+/// functions (`make_array`, ...) included, which Ballista's default registry
+/// leaves out — and Lance's.
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
-    for function in crate::scalar_functions() {
+    let defaults = datafusion::execution::SessionStateDefaults::default_scalar_functions();
+    for function in defaults.into_iter().chain(crate::scalar_functions()) {
         registry
             .scalar_functions
             .insert(function.name().to_string(), function);

@@ -440,6 +440,71 @@ async fn lance_sql_runs_statements_on_a_cluster() {
     assert!(stderr.contains("expected df://HOST:PORT"), "{stderr}");
 }
 
+/// The SQL surface beyond reads and writes runs on a cluster as in one
+/// process: time travel (clauses and `lance_as_of`, planned by the client's
+/// interception, their pinned tables encoded for the scheduler), the metadata
+/// and tag functions, and the distance functions (executors' registries).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_sql_surface_runs_on_a_cluster_like_in_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    numbers_table(&uri).await; // version 1: ids 0..2000
+    let cluster = Cluster::start(2);
+    let remote = cluster.client().await;
+    let local = context(2, &private_cache());
+    let register = format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'");
+    ok(&remote, &register).await;
+    ok(&local, &register).await;
+    ok(
+        &remote,
+        "INSERT INTO t SELECT id + 10000, v, s, b, d FROM t WHERE id < 100",
+    )
+    .await; // version 2
+    let rows = |ctx: &SessionContext, statement: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            let batches = crate::support::sql(&ctx, statement)
+                .await
+                .unwrap_or_else(|e| panic!("{statement}: {e}"));
+            crate::support::sorted_rows(&batches)
+        }
+    };
+    // A tag made on the cluster (by an executor) is seen everywhere.
+    assert_eq!(
+        rows(
+            &remote,
+            "SELECT * FROM lance_tag('t', 'create', 'before', 1)"
+        )
+        .await,
+        vec!["before|1"]
+    );
+    for (statement, expected) in [
+        (
+            "SELECT count(*), sum(id) FROM t VERSION AS OF 1",
+            "2000|1999000",
+        ),
+        ("SELECT count(*) FROM t VERSION AS OF 'before'", "2000"),
+        ("SELECT count(*) FROM lance_as_of('t', 2)", "2100"),
+        (
+            "SELECT count(*), min(id) FROM (SELECT id FROM t EXCEPT SELECT id FROM t VERSION AS OF 1)",
+            "100|10000",
+        ),
+        (
+            "SELECT sum(rows), sum(physical_rows) FROM lance_fragments('t')",
+            "2100|2100",
+        ),
+        ("SELECT tag, version FROM lance_tags('t')", "before|1"),
+        (
+            "SELECT count(*) FROM t WHERE l2_distance([id, 0.0], [0.0, 0.0]) < 100.0",
+            "10",
+        ),
+    ] {
+        let got = rows(&remote, statement).await;
+        assert_eq!(got, rows(&local, statement).await, "{statement}");
+        assert_eq!(got, vec![expected], "{statement}");
+    }
+}
+
 /// datafusion-distributed workers serving on 127.0.0.1 (gRPC servers in this
 /// process), stopped when dropped.
 struct DistributedWorkers {
