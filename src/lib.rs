@@ -43,12 +43,13 @@ pub use session::{
 };
 pub use table::{LanceTableProvider, LanceTableProviderBuilder, LanceTableProviderFactory};
 pub use udf::{
-    Distance, DistanceFunction, SESSION_STATS_FUNCTION_NAME, SessionStatsFunction, scalar_functions,
+    L2_DISTANCE_FUNCTION_NAME, L2DistanceFunction, SESSION_STATS_FUNCTION_NAME,
+    SessionStatsFunction, scalar_functions,
 };
 pub use udtf::{
     CACHE_STATS_FUNCTION_NAME, CacheStatsFunction, FRAGMENTS_FUNCTION_NAME, MetadataFunction,
-    MetadataKind, TAG_FUNCTION_NAME, TAGS_FUNCTION_NAME, TagFunction, VACUUM_FUNCTION_NAME,
-    VERSIONS_FUNCTION_NAME, VacuumFunction,
+    MetadataKind, OPTIMIZE_FUNCTION_NAME, OptimizeFunction, TAG_FUNCTION_NAME, TAGS_FUNCTION_NAME,
+    TagFunction, VACUUM_FUNCTION_NAME, VERSIONS_FUNCTION_NAME, VacuumFunction,
 };
 
 /// The `STORED AS` name of Lance tables.
@@ -91,6 +92,10 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
     }
     ctx.register_udtf(VACUUM_FUNCTION_NAME, Arc::new(VacuumFunction::default()));
     ctx.register_udtf(TAG_FUNCTION_NAME, Arc::new(TagFunction::default()));
+    ctx.register_udtf(
+        OPTIMIZE_FUNCTION_NAME,
+        Arc::new(OptimizeFunction::default()),
+    );
     ctx.register_udtf(
         AS_OF_FUNCTION_NAME,
         Arc::new(planner::time_travel::AsOfOutsideLanceSql::default()),

@@ -1,76 +1,39 @@
-//! Vector distance functions, usable anywhere in SQL, with Lance's metrics:
-//!
-//! | function | value | Lance metric |
-//! |---|---|---|
-//! | `l2_distance(a, b)` | Σ (aᵢ − bᵢ)² — the *squared* Euclidean distance | `l2` |
-//! | `cosine_distance(a, b)` | 1 − a·b ⁄ (‖a‖ ‖b‖) (NaN when a vector is all zeros) | `cosine` |
-//! | `dot_product(a, b)` | a·b (Lance's `dot` distance is 1 − a·b) | — |
+//! `l2_distance(a, b)`: Σ (aᵢ − bᵢ)², the *squared* Euclidean distance —
+//! Lance's `l2` metric, the `_distance` its vector search returns — usable
+//! anywhere in SQL. DataFusion provides the other metrics under their usual
+//! names: `cosine_distance` (Lance's `cosine`), `inner_product` /
+//! `dot_product` (Lance's `dot` distance is `1 - dot_product`) and
+//! `array_distance` (the Euclidean distance, `sqrt(l2_distance)`).
 //!
 //! Arguments are vectors: `FixedSizeList`, `List` or `LargeList` of numbers
 //! (a `FLOAT[n]` column, an array literal such as `[1.0, 2.0]`), computed in
-//! f64 and returned as `Float64`. NULL in, NULL out; vectors of different
-//! lengths, or with a NULL element, are errors naming the function.
+//! f64 and returned as `Float64` — like DataFusion's distance functions: NULL
+//! when a vector is NULL or holds a NULL, an error naming the function when
+//! the lengths differ.
 
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Float64Builder};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Float64Type};
-use datafusion::common::{exec_err, plan_err};
+use datafusion::common::{ScalarValue, exec_err, plan_err};
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
 
-/// Which distance a [`DistanceFunction`] computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Distance {
-    /// `l2_distance`: squared Euclidean (Lance's `l2`).
-    L2,
-    /// `cosine_distance`: 1 − cosine similarity (Lance's `cosine`).
-    Cosine,
-    /// `dot_product`: the dot product.
-    Dot,
-}
+/// SQL name of the squared Euclidean distance.
+pub const L2_DISTANCE_FUNCTION_NAME: &str = "l2_distance";
 
-impl Distance {
-    /// Every distance function.
-    pub const ALL: [Distance; 3] = [Self::L2, Self::Cosine, Self::Dot];
-
-    /// The function's SQL name.
-    pub fn function_name(self) -> &'static str {
-        match self {
-            Self::L2 => "l2_distance",
-            Self::Cosine => "cosine_distance",
-            Self::Dot => "dot_product",
-        }
-    }
-
-    fn of(self, a: &[f64], b: &[f64]) -> f64 {
-        let dot = || a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-        match self {
-            Self::L2 => a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum(),
-            Self::Cosine => {
-                let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-                1.0 - dot() / (norm(a) * norm(b))
-            }
-            Self::Dot => dot(),
-        }
-    }
-}
-
-/// `l2_distance`, `cosine_distance` or `dot_product`.
+/// `l2_distance(a, b)` (see the module docs).
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct DistanceFunction {
-    distance: Distance,
+pub struct L2DistanceFunction {
     signature: Signature,
 }
 
-impl DistanceFunction {
-    /// The function computing `distance`.
-    pub fn new(distance: Distance) -> Self {
+impl Default for L2DistanceFunction {
+    fn default() -> Self {
         Self {
-            distance,
             signature: Signature::user_defined(Volatility::Immutable),
         }
     }
@@ -86,14 +49,14 @@ fn element(data_type: &DataType) -> Option<&DataType> {
     }
 }
 
-/// Vectors as the functions compute on them.
+/// Vectors as the function computes on them.
 fn vector_type() -> DataType {
     DataType::List(Arc::new(Field::new_list_field(DataType::Float64, true)))
 }
 
-impl ScalarUDFImpl for DistanceFunction {
+impl ScalarUDFImpl for L2DistanceFunction {
     fn name(&self) -> &str {
-        self.distance.function_name()
+        L2_DISTANCE_FUNCTION_NAME
     }
 
     fn signature(&self) -> &Signature {
@@ -101,10 +64,9 @@ impl ScalarUDFImpl for DistanceFunction {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> DFResult<Vec<DataType>> {
-        let name = self.name();
         let [a, b] = arg_types else {
             return plan_err!(
-                "{name} takes two vectors; got {} arguments",
+                "{L2_DISTANCE_FUNCTION_NAME} takes two vectors; got {} arguments",
                 arg_types.len()
             );
         };
@@ -113,7 +75,8 @@ impl ScalarUDFImpl for DistanceFunction {
                 Some(e) if e.is_numeric() || e.is_null() => {}
                 _ => {
                     return plan_err!(
-                        "{name} takes two vectors (FLOAT[n] columns or arrays of numbers); got {t}"
+                        "{L2_DISTANCE_FUNCTION_NAME} takes two vectors (FLOAT[n] columns or \
+                         arrays of numbers); got {t}"
                     );
                 }
             }
@@ -150,22 +113,29 @@ impl ScalarUDFImpl for DistanceFunction {
             );
             if x.len() != y.len() {
                 return exec_err!(
-                    "{}: vectors of different lengths ({} and {} elements)",
-                    self.name(),
+                    "{L2_DISTANCE_FUNCTION_NAME} requires both list inputs to have the same \
+                     length, got {} and {}",
                     x.len(),
                     y.len()
                 );
             }
             if x.null_count() > 0 || y.null_count() > 0 {
-                return exec_err!("{}: a vector has a NULL element", self.name());
+                out.append_null();
+                continue;
             }
-            out.append_value(self.distance.of(x.values(), y.values()));
+            let squared = x
+                .values()
+                .iter()
+                .zip(y.values())
+                .map(|(p, q)| (p - q) * (p - q))
+                .sum();
+            out.append_value(squared);
         }
         let result: Float64Array = out.finish();
         if all_scalars {
-            return Ok(ColumnarValue::Scalar(
-                datafusion::common::ScalarValue::try_from_array(&result, 0)?,
-            ));
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
+                &result, 0,
+            )?));
         }
         Ok(ColumnarValue::Array(Arc::new(result)))
     }

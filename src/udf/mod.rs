@@ -1,5 +1,4 @@
-//! Scalar functions: `lance_session_stats()` and the vector distances
-//! (`l2_distance`, `cosine_distance`, `dot_product`).
+//! Scalar functions: `lance_session_stats()` and `l2_distance(a, b)`.
 //!
 //! They are registered by [`crate::register_lance`] and, on a cluster, in
 //! every executor's function registry ([`scalar_functions`]), so a plan that
@@ -12,16 +11,13 @@ use datafusion::logical_expr::ScalarUDF;
 pub(crate) mod distance;
 pub(crate) mod session_stats;
 
-pub use distance::{Distance, DistanceFunction};
+pub use distance::{L2_DISTANCE_FUNCTION_NAME, L2DistanceFunction};
 pub use session_stats::{SESSION_STATS_FUNCTION_NAME, SessionStatsFunction};
 
 /// Every scalar function this crate registers.
 pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
-    let mut functions = vec![Arc::new(ScalarUDF::new_from_impl(
-        SessionStatsFunction::default(),
-    ))];
-    functions.extend(
-        Distance::ALL.map(|d| Arc::new(ScalarUDF::new_from_impl(DistanceFunction::new(d)))),
-    );
-    functions
+    vec![
+        Arc::new(ScalarUDF::new_from_impl(SessionStatsFunction::default())),
+        Arc::new(ScalarUDF::new_from_impl(L2DistanceFunction::default())),
+    ]
 }
