@@ -18,9 +18,10 @@ use prost::Message;
 
 use super::proto::{self, provider::Table};
 use super::{
-    StoragePolicy, check_format, decode_merge_options, decode_schema, decode_snapshot, decode_tag,
-    decode_vacuum, encode_merge_options, encode_message, encode_schema, encode_snapshot,
-    encode_tag, encode_vacuum, malformed, required, storage_policy_builders,
+    StoragePolicy, check_format, decode_merge_options, decode_optimize, decode_schema,
+    decode_snapshot, decode_tag, decode_vacuum, encode_merge_options, encode_message,
+    encode_optimize, encode_schema, encode_snapshot, encode_tag, encode_vacuum, malformed,
+    required, storage_policy_builders,
 };
 use crate::format::LanceFormatFactory;
 use crate::location::TableLocation;
@@ -31,6 +32,7 @@ use crate::table::statement::{StatementTable, statement_of};
 use crate::table::{LanceTableProvider, ProviderParts};
 use crate::udtf::cache_stats::CacheStats;
 use crate::udtf::metadata::{Metadata, MetadataKind};
+use crate::udtf::optimize::Optimize;
 use crate::udtf::tag::Tag;
 use crate::udtf::vacuum::Vacuum;
 
@@ -219,6 +221,12 @@ impl LanceLogicalCodec {
                 vacuum: Some(encode_vacuum(vacuum.options)),
             })));
         }
+        if let Some(optimize) = statement_of::<Optimize>(provider) {
+            return Ok(Some(Table::Optimize(proto::OptimizeTable {
+                target: Some(self.encode_target(&optimize.target, optimize.location.as_ref())),
+                optimize: Some(encode_optimize(optimize.options)),
+            })));
+        }
         if let Some(tag) = statement_of::<Tag>(provider) {
             return Ok(Some(Table::Tag(proto::TagTable {
                 target: Some(self.encode_target(&tag.target, tag.location.as_ref())),
@@ -304,6 +312,14 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
                     target,
                     location,
                     options: decode_vacuum(vacuum.vacuum)?,
+                })
+            }
+            Table::Optimize(optimize) => {
+                let (target, location) = self.decode_target(optimize.target)?;
+                StatementTable::provider(Optimize {
+                    target,
+                    location,
+                    options: decode_optimize(optimize.optimize)?,
                 })
             }
             Table::Tag(tag) => {

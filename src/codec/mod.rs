@@ -81,7 +81,7 @@ use crate::physical_plan::merge_options::{
     MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
 };
 use crate::physical_plan::{
-    CommitKind, TagAction, TagChange, VacuumOptions, WriteOptions, WriteTarget,
+    CommitKind, OptimizeOptions, TagAction, TagChange, VacuumOptions, WriteOptions, WriteTarget,
 };
 
 /// What encoded plans do with tables' storage options (see the module docs).
@@ -338,6 +338,32 @@ fn decode_vacuum(options: Option<proto::Vacuum>) -> DFResult<VacuumOptions> {
     Ok(VacuumOptions {
         older_than: seconds(options.older_than_seconds)?,
         orphans_older_than: seconds(options.orphans_older_than_seconds)?,
+    })
+}
+
+fn encode_optimize(options: OptimizeOptions) -> proto::Optimize {
+    proto::Optimize {
+        target_rows_per_fragment: options.target_rows_per_fragment as u64,
+        materialize_deletions: options.materialize_deletions,
+        materialize_deletions_threshold: options.materialize_deletions_threshold,
+        indices: options.indices,
+    }
+}
+
+fn decode_optimize(options: Option<proto::Optimize>) -> DFResult<OptimizeOptions> {
+    let options = required(options, "optimize options")?;
+    Ok(OptimizeOptions {
+        target_rows_per_fragment: usize::try_from(options.target_rows_per_fragment).map_err(
+            |_| {
+                malformed(format!(
+                    "{} rows per fragment",
+                    options.target_rows_per_fragment
+                ))
+            },
+        )?,
+        materialize_deletions: options.materialize_deletions,
+        materialize_deletions_threshold: options.materialize_deletions_threshold,
+        indices: options.indices,
     })
 }
 

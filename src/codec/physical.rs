@@ -20,15 +20,15 @@ use prost::Message;
 
 use super::proto::{self, physical_node::Node};
 use super::{
-    StoragePolicy, check_format, decode_kind, decode_merge_options, decode_output, decode_schema,
-    decode_snapshot, decode_tag, decode_vacuum, encode_kind, encode_merge_options, encode_message,
-    encode_output, encode_schema, encode_snapshot, encode_tag, encode_vacuum, malformed, required,
-    storage_policy_builders,
+    StoragePolicy, check_format, decode_kind, decode_merge_options, decode_optimize, decode_output,
+    decode_schema, decode_snapshot, decode_tag, decode_vacuum, encode_kind, encode_merge_options,
+    encode_message, encode_optimize, encode_output, encode_schema, encode_snapshot, encode_tag,
+    encode_vacuum, malformed, required, storage_policy_builders,
 };
 use crate::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
 use crate::physical_plan::{
-    LanceCommitExec, LanceDeleteExec, LanceMergeExec, LanceScanExec, LanceSink, LanceTagExec,
-    LanceUpdateExec, LanceVacuumExec, LanceWriteExec,
+    LanceCommitExec, LanceDeleteExec, LanceMergeExec, LanceOptimizeExec, LanceScanExec, LanceSink,
+    LanceTagExec, LanceUpdateExec, LanceVacuumExec, LanceWriteExec,
 };
 
 /// Encodes and decodes the Lance physical nodes (see the [module
@@ -83,6 +83,12 @@ impl LancePhysicalCodec {
             return Ok(Some(Node::Vacuum(proto::VacuumNode {
                 location: Some(s.encode_location(vacuum.location())),
                 vacuum: Some(encode_vacuum(vacuum.options())),
+            })));
+        }
+        if let Some(optimize) = node.downcast_ref::<LanceOptimizeExec>() {
+            return Ok(Some(Node::Optimize(proto::OptimizeNode {
+                location: Some(s.encode_location(optimize.location())),
+                optimize: Some(encode_optimize(optimize.options())),
             })));
         }
         if let Some(tag) = node.downcast_ref::<LanceTagExec>() {
@@ -241,6 +247,10 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
             Node::Vacuum(vacuum) => Arc::new(LanceVacuumExec::new(
                 s.decode_location(vacuum.location)?,
                 decode_vacuum(vacuum.vacuum)?,
+            )),
+            Node::Optimize(optimize) => Arc::new(LanceOptimizeExec::new(
+                s.decode_location(optimize.location)?,
+                decode_optimize(optimize.optimize)?,
             )),
             Node::Tag(tag) => Arc::new(LanceTagExec::new(
                 s.decode_location(tag.location)?,

@@ -208,12 +208,40 @@ pub(crate) struct TagNode {
     pub change: Option<TagChange>,
 }
 
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct Optimize {
+    #[prost(uint64, tag = "1")]
+    pub target_rows_per_fragment: u64,
+    #[prost(bool, tag = "2")]
+    pub materialize_deletions: bool,
+    #[prost(double, tag = "3")]
+    pub materialize_deletions_threshold: f64,
+    #[prost(bool, tag = "4")]
+    pub indices: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct OptimizeNode {
+    #[prost(message, optional, tag = "1")]
+    pub location: Option<Location>,
+    #[prost(message, optional, tag = "2")]
+    pub optimize: Option<Optimize>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct OptimizeTable {
+    #[prost(message, optional, tag = "1")]
+    pub target: Option<NamedTarget>,
+    #[prost(message, optional, tag = "2")]
+    pub optimize: Option<Optimize>,
+}
+
 /// One Lance physical node (its inputs travel as DataFusion's).
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct PhysicalNode {
     #[prost(uint32, tag = "1")]
     pub format: u32,
-    #[prost(oneof = "physical_node::Node", tags = "2, 3, 4, 5, 6, 7, 8, 9, 10")]
+    #[prost(oneof = "physical_node::Node", tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11")]
     pub node: Option<physical_node::Node>,
 }
 
@@ -242,6 +270,8 @@ pub(crate) mod physical_node {
         Sink(super::CommitNode),
         #[prost(message, tag = "10")]
         Tag(super::TagNode),
+        #[prost(message, tag = "11")]
+        Optimize(super::OptimizeNode),
     }
 }
 
@@ -351,7 +381,7 @@ pub(crate) struct Empty {}
 pub(crate) struct Provider {
     #[prost(uint32, tag = "1")]
     pub format: u32,
-    #[prost(oneof = "provider::Table", tags = "2, 3, 4, 5, 6, 7, 8, 9, 10")]
+    #[prost(oneof = "provider::Table", tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11")]
     pub table: Option<provider::Table>,
 }
 
@@ -380,5 +410,7 @@ pub(crate) mod provider {
         Tags(super::NamedTarget),
         #[prost(message, tag = "10")]
         Tag(super::TagTable),
+        #[prost(message, tag = "11")]
+        Optimize(super::OptimizeTable),
     }
 }

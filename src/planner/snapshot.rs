@@ -38,6 +38,7 @@ use crate::table::dml::LanceDml;
 use crate::table::merge::LanceMerge;
 use crate::table::statement::{StatementTable, resolve_named, statement_of};
 use crate::udtf::metadata::Metadata;
+use crate::udtf::optimize::Optimize;
 use crate::udtf::tag::Tag;
 use crate::udtf::vacuum::Vacuum;
 
@@ -158,6 +159,9 @@ impl Snapshots {
                 return Ok(Some(resolved));
             }
             if let Some(resolved) = resolve_named::<Tag>(provider, state).await? {
+                return Ok(Some(resolved));
+            }
+            if let Some(resolved) = resolve_named::<Optimize>(provider, state).await? {
                 return Ok(Some(resolved));
             }
             resolve_named::<Vacuum>(provider, state).await

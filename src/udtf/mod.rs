@@ -1,11 +1,12 @@
 //! Table functions: `lance_cache_stats()`, `lance_versions('t')`,
 //! `lance_fragments('t')`, `lance_tags('t')`, `lance_tag('t', ...)`,
-//! `lance_vacuum('t')`.
+//! `lance_optimize('t')`, `lance_vacuum('t')`.
 //!
 //! They only build providers in `call_with_args`; reads happen in `scan`.
 
 pub(crate) mod cache_stats;
 pub(crate) mod metadata;
+pub(crate) mod optimize;
 pub(crate) mod tag;
 pub(crate) mod vacuum;
 
@@ -14,5 +15,6 @@ pub use metadata::{
     FRAGMENTS_FUNCTION_NAME, MetadataFunction, MetadataKind, TAGS_FUNCTION_NAME,
     VERSIONS_FUNCTION_NAME,
 };
+pub use optimize::{OPTIMIZE_FUNCTION_NAME, OptimizeFunction};
 pub use tag::{TAG_FUNCTION_NAME, TagFunction};
 pub use vacuum::{VACUUM_FUNCTION_NAME, VacuumFunction};

@@ -17,9 +17,9 @@ use datafusion::physical_plan::expressions::Column;
 use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
 use datafusion::prelude::SessionContext;
 use datafusion_lance::physical_plan::{
-    CommitKind, GroupRows, LanceCommitExec, LanceDeleteExec, LanceMergeExec, LanceTagExec,
-    LanceUpdateExec, LanceVacuumExec, LanceWriteExec, ScanOptions, ScanParts, TagChange,
-    VacuumOptions, WriteTarget,
+    CommitKind, GroupRows, LanceCommitExec, LanceDeleteExec, LanceMergeExec, LanceOptimizeExec,
+    LanceTagExec, LanceUpdateExec, LanceVacuumExec, LanceWriteExec, OptimizeOptions, ScanOptions,
+    ScanParts, TagChange, VacuumOptions, WriteTarget,
 };
 use datafusion_lance::{
     LanceLogicalCodec, LancePhysicalCodec, LanceScanExec, LanceSessionContextExt, LanceSink,
@@ -171,6 +171,7 @@ const STATEMENTS: &[&str] = &[
     "SELECT * FROM lance_tag('{t}', 'update', 'codec')",
     "SELECT tag, version FROM lance_tags('{t}')",
     "SELECT * FROM lance_tag('{t}', 'delete', 'codec')",
+    "SELECT fragments_added, indices_optimized FROM lance_optimize('{t}', 'indices=false')",
     "SELECT versions_removed, files_removed, orphans_removed FROM lance_vacuum('{t}', 'older_than=0s')",
     "TRUNCATE {t}",
 ];
@@ -557,6 +558,7 @@ enum NodeData {
     Merge(WriteTarget, Vec<String>, MergeOptions, MergeOutput),
     Vacuum(TableLocation, VacuumOptions),
     Tag(TableLocation, TagChange),
+    Optimize(TableLocation, OptimizeOptions),
     Sink(WriteTarget, CommitKind, Option<LexRequirement>),
 }
 
@@ -581,6 +583,8 @@ fn node_data(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<NodeData>) {
         ));
     } else if let Some(n) = node.downcast_ref::<LanceVacuumExec>() {
         out.push(NodeData::Vacuum(n.location().clone(), n.options()));
+    } else if let Some(n) = node.downcast_ref::<LanceOptimizeExec>() {
+        out.push(NodeData::Optimize(n.location().clone(), n.options()));
     } else if let Some(n) = node.downcast_ref::<LanceTagExec>() {
         out.push(NodeData::Tag(n.location().clone(), n.change().clone()));
     } else if let Some(n) = node.downcast_ref::<DataSinkExec>()
@@ -632,6 +636,8 @@ async fn every_field_of_every_node_survives_a_round_trip() {
          WHEN MATCHED THEN DELETE WHEN NOT MATCHED BY SOURCE AND tg.id < 3 THEN DELETE",
         "SELECT * FROM lance_vacuum('a', 'older_than=90m', 'orphans_older_than=3d')",
         "SELECT * FROM lance_tag('a', 'create', 'fields', 1)",
+        "SELECT * FROM lance_optimize('a', 'target_rows_per_fragment=77', \
+         'materialize_deletions=false', 'materialize_deletions_threshold=0.5', 'indices=false')",
         "COPY (SELECT id FROM a) TO '{dir}/fields.lance' STORED AS LANCE \
          OPTIONS ('lance.max_rows_per_file' '5', 'lance.data_storage_version' '2.0', \
          'lance.enable_stable_row_ids' 'true')",
@@ -697,7 +703,8 @@ async fn every_field_of_every_node_survives_a_round_trip() {
     assert_eq!(
         kinds.into_iter().collect::<Vec<_>>(),
         [
-            "Commit", "Delete", "Merge", "Scan", "Sink", "Tag", "Update", "Vacuum", "Write"
+            "Commit", "Delete", "Merge", "Optimize", "Scan", "Sink", "Tag", "Update", "Vacuum",
+            "Write"
         ]
     );
 }

@@ -1,0 +1,204 @@
+//! [`LanceOptimizeExec`]: compacts a table's small fragments (materialising
+//! deletions) and brings its indices up to date, when executed (planning,
+//! and so `EXPLAIN`, changes nothing).
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::internal_err;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use lance::dataset::optimize::{CompactionOptions, compact_files};
+use lance::index::DatasetIndexExt;
+
+use super::target::{one_row_on_latest, one_row_properties};
+use crate::error::Error;
+use crate::location::TableLocation;
+
+/// What `lance_optimize` does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OptimizeOptions {
+    /// Fragments with fewer rows are compacted together (Lance's default:
+    /// 1,048,576).
+    pub target_rows_per_fragment: usize,
+    /// Rewrite fragments whose deleted share exceeds
+    /// `materialize_deletions_threshold`, dropping the deleted rows.
+    pub materialize_deletions: bool,
+    /// The deleted share above which a fragment is rewritten (0.0–1.0).
+    pub materialize_deletions_threshold: f64,
+    /// Bring the indices up to date after compacting (a second version when
+    /// the table has indices).
+    pub indices: bool,
+}
+
+impl Default for OptimizeOptions {
+    /// Lance's compaction defaults; indices optimised.
+    fn default() -> Self {
+        let lance = CompactionOptions::default();
+        Self {
+            target_rows_per_fragment: lance.target_rows_per_fragment,
+            materialize_deletions: lance.materialize_deletions,
+            // Through its shortest decimal form: 0.1, not 0.10000000149.
+            materialize_deletions_threshold: lance
+                .materialize_deletions_threshold
+                .to_string()
+                .parse()
+                .unwrap_or(0.1),
+            indices: true,
+        }
+    }
+}
+
+/// The schema of an optimisation's one-row report.
+pub(crate) fn optimize_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("fragments_removed", DataType::UInt64, false),
+        Field::new("fragments_added", DataType::UInt64, false),
+        Field::new("files_removed", DataType::UInt64, false),
+        Field::new("files_added", DataType::UInt64, false),
+        Field::new("indices_optimized", DataType::UInt64, false),
+        Field::new("version", DataType::UInt64, false),
+    ]))
+}
+
+/// `lance_optimize(...)`: when executed, compacts the table at `location`
+/// with Lance's `compact_files` (two versions when anything is compacted:
+/// Lance 14 reserves fragment ids, then rewrites),
+/// then optimises its indices (one more version when it has any). Returns
+/// one row: `fragments_removed, fragments_added, files_removed, files_added,
+/// indices_optimized, version` (the version it leaves).
+#[derive(Debug)]
+pub struct LanceOptimizeExec {
+    location: TableLocation,
+    options: OptimizeOptions,
+    properties: Arc<PlanProperties>,
+}
+
+impl LanceOptimizeExec {
+    /// Optimises the table at `location`.
+    pub fn new(location: TableLocation, options: OptimizeOptions) -> Self {
+        Self {
+            location,
+            options,
+            properties: one_row_properties(optimize_schema()),
+        }
+    }
+
+    /// Where the table lives.
+    pub fn location(&self) -> &TableLocation {
+        &self.location
+    }
+
+    /// What the optimisation does.
+    pub fn options(&self) -> OptimizeOptions {
+        self.options
+    }
+}
+
+impl DisplayAs for LanceOptimizeExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = &self.options;
+        write!(
+            f,
+            "LanceOptimizeExec: uri={}, target_rows_per_fragment={}, materialize_deletions={}, \
+             materialize_deletions_threshold={}, indices={}",
+            self.location.display_uri,
+            o.target_rows_per_fragment,
+            o.materialize_deletions,
+            o.materialize_deletions_threshold,
+            o.indices
+        )
+    }
+}
+
+impl ExecutionPlan for LanceOptimizeExec {
+    fn name(&self) -> &str {
+        "LanceOptimizeExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if children.is_empty() {
+            Ok(self)
+        } else {
+            internal_err!("LanceOptimizeExec has no children")
+        }
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        let options = self.options;
+        one_row_on_latest(
+            self.name(),
+            partition,
+            context,
+            self.location.clone(),
+            optimize_schema(),
+            move |dataset, location| async move { optimize(&dataset, &location, &options).await },
+        )
+    }
+}
+
+async fn optimize(
+    dataset: &lance::Dataset,
+    location: &TableLocation,
+    options: &OptimizeOptions,
+) -> DFResult<RecordBatch> {
+    let err = |e| DataFusionError::from(Error::lance("optimizing", &location.uri, e));
+    let mut dataset = dataset.clone();
+    let compaction = CompactionOptions {
+        target_rows_per_fragment: options.target_rows_per_fragment,
+        materialize_deletions: options.materialize_deletions,
+        materialize_deletions_threshold: options.materialize_deletions_threshold as f32,
+        ..Default::default()
+    };
+    let metrics = compact_files(&mut dataset, compaction, None)
+        .await
+        .map_err(err)?;
+    let mut indices = 0;
+    if options.indices {
+        let loaded = dataset.load_indices().await.map_err(err)?;
+        indices = loaded
+            .iter()
+            .map(|index| index.name.as_str())
+            .collect::<std::collections::HashSet<_>>()
+            .len();
+        if indices > 0 {
+            dataset
+                .optimize_indices(&Default::default())
+                .await
+                .map_err(err)?;
+        }
+    }
+    let values = [
+        metrics.fragments_removed as u64,
+        metrics.fragments_added as u64,
+        metrics.files_removed as u64,
+        metrics.files_added as u64,
+        indices as u64,
+        dataset.version().version,
+    ];
+    Ok(RecordBatch::try_new(
+        optimize_schema(),
+        values
+            .into_iter()
+            .map(|v| Arc::new(UInt64Array::from(vec![v])) as ArrayRef)
+            .collect(),
+    )?)
+}

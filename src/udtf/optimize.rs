@@ -1,0 +1,160 @@
+//! `lance_optimize('<table or location>' [, '<option>=<value>' ...])`:
+//! compacts small fragments (dropping deleted rows) and brings indices up to
+//! date. Options: `target_rows_per_fragment=<n>` (Lance's default
+//! 1,048,576), `materialize_deletions=true|false`,
+//! `materialize_deletions_threshold=<0..1>` (default 0.1), `indices=true|false`.
+//! The work happens when the statement runs (`EXPLAIN` changes nothing); two
+//! versions for the compaction when there is anything to compact (Lance 14
+//! reserves fragment ids, then rewrites), one more for the indices when the
+//! table has any (Lance commits them apart). The
+//! result is one row: `fragments_removed, fragments_added, files_removed,
+//! files_added, indices_optimized, version`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::{ScalarValue, plan_err};
+use datafusion::datasource::TableProvider;
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+
+use crate::config::{parse, parse_bool, positive};
+use crate::error::Error;
+use crate::location::{TableLocation, redact_uri};
+use crate::physical_plan::optimize::optimize_schema;
+use crate::physical_plan::{LanceOptimizeExec, OptimizeOptions};
+use crate::table::statement::{NamedTable, Statement, StatementTable};
+
+/// SQL name of the optimisation function.
+pub const OPTIMIZE_FUNCTION_NAME: &str = "lance_optimize";
+
+/// `lance_optimize(...)`.
+#[derive(Debug, Default)]
+pub struct OptimizeFunction {}
+
+/// Reads `key=value` options over the defaults.
+fn options(pairs: &[String]) -> Result<OptimizeOptions, Error> {
+    let mut options = OptimizeOptions::default();
+    for pair in pairs {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(unknown(pair));
+        };
+        match key.trim() {
+            "target_rows_per_fragment" => {
+                options.target_rows_per_fragment = positive(key.trim(), value)?
+            }
+            "materialize_deletions" => {
+                options.materialize_deletions = parse_bool(key.trim(), value)?
+            }
+            "materialize_deletions_threshold" => {
+                let share: f64 = parse(key.trim(), value, "a share between 0 and 1")?;
+                if !(0.0..=1.0).contains(&share) {
+                    return Err(Error::invalid_option(
+                        key.trim(),
+                        value,
+                        "must be between 0 and 1",
+                    ));
+                }
+                options.materialize_deletions_threshold = share;
+            }
+            "indices" => options.indices = parse_bool(key.trim(), value)?,
+            _ => return Err(unknown(pair)),
+        }
+    }
+    Ok(options)
+}
+
+fn unknown(pair: &str) -> Error {
+    Error::UnknownOption {
+        key: pair.to_string(),
+        hint: format!(
+            " for {OPTIMIZE_FUNCTION_NAME}: use 'target_rows_per_fragment=<n>', \
+             'materialize_deletions=true|false', 'materialize_deletions_threshold=<0..1>' or \
+             'indices=true|false'"
+        ),
+    }
+}
+
+impl TableFunctionImpl for OptimizeFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
+        let mut strings = Vec::new();
+        for expr in args.exprs() {
+            match expr {
+                Expr::Literal(
+                    ScalarValue::Utf8(Some(s))
+                    | ScalarValue::Utf8View(Some(s))
+                    | ScalarValue::LargeUtf8(Some(s)),
+                    _,
+                ) => strings.push(s.clone()),
+                _ => {
+                    return plan_err!(
+                        "{OPTIMIZE_FUNCTION_NAME}() takes strings: '<table or location>' \
+                         [, '<option>=<value>' ...]"
+                    );
+                }
+            }
+        }
+        if strings.is_empty() {
+            return plan_err!("{OPTIMIZE_FUNCTION_NAME}() needs a table name or location");
+        }
+        let target = strings.remove(0);
+        Ok(StatementTable::provider(Optimize {
+            target,
+            location: None,
+            options: options(&strings)?,
+        }))
+    }
+}
+
+/// `lance_optimize(...)` as a table: scanning it plans a [`LanceOptimizeExec`].
+pub(crate) struct Optimize {
+    /// The table or location as the query names it.
+    pub(crate) target: String,
+    /// Where it lives, once resolved (see [`crate::resolve_lance_tables`]).
+    pub(crate) location: Option<TableLocation>,
+    pub(crate) options: OptimizeOptions,
+}
+
+impl fmt::Debug for Optimize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The target may be a location with credentials in it.
+        f.debug_struct("Optimize")
+            .field("target", &redact_uri(&self.target))
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NamedTable for Optimize {
+    fn target(&self) -> &str {
+        &self.target
+    }
+
+    fn location(&self) -> Option<&TableLocation> {
+        self.location.as_ref()
+    }
+
+    fn with_location(&self, location: TableLocation) -> Self {
+        Self {
+            target: self.target.clone(),
+            location: Some(location),
+            options: self.options,
+        }
+    }
+}
+
+#[async_trait]
+impl Statement for Optimize {
+    fn schema(&self) -> SchemaRef {
+        optimize_schema()
+    }
+
+    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let location = self.table_location(state).await?;
+        Ok(Arc::new(LanceOptimizeExec::new(location, self.options)))
+    }
+}
