@@ -1037,30 +1037,23 @@ async fn each_executor_loads_a_manifest_once() {
     assert!(plan.iter().any(|l| l.contains("partitions=4")), "{plan:#?}");
 }
 
-/// An executor killed (SIGKILL) while an INSERT's writers run: the statement
-/// fails, or Ballista runs the lost tasks again on the other executor; either
-/// way the table ends at the version it had, or one more with every row
-/// exactly once, and the next INSERT succeeds. One trial in `make test`, 10
-/// in `make test-nightly`. (With Ballista's push scheduling the lost tasks
-/// were reset but never offered again and the statement hung; the Lance
-/// cluster uses pull scheduling.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_executor_killed_mid_insert_loses_and_repeats_no_row() {
-    let trials = if crate::support::nightly() { 10 } else { 1 };
-    let dir = tempfile::tempdir().unwrap();
-    let source = dataset_path(&dir, "src.lance");
-    crate::fixtures::write(
-        &source,
-        vec![crate::fixtures::numbers_batch(0, 40_000)],
-        crate::fixtures::params(lance::dataset::WriteMode::Create, 1_000),
-    )
-    .await;
-    let mut verdicts = (0, 0);
-    for trial in 0..trials {
-        let mut cluster = Cluster::start(2);
+/// One trial of an executor kill: a fresh 2-executor cluster, a client with
+/// `src` (the 40,000-row source at `source`) and an empty table `t`
+/// registered, `lance.max_rows_per_file` set and 4 target partitions.
+struct KillTrial {
+    cluster: Cluster,
+    remote: SessionContext,
+    uri: String,
+    data: std::path::PathBuf,
+    trial: usize,
+}
+
+impl KillTrial {
+    async fn start(dir: &tempfile::TempDir, source: &str, trial: usize, per_file: usize) -> Self {
+        let cluster = Cluster::start(2);
         let remote = cluster.client().await;
         let name = format!("t{trial}.lance");
-        let uri = dataset_path(&dir, &name);
+        let uri = dataset_path(dir, &name);
         ok(
             &remote,
             &format!("CREATE EXTERNAL TABLE src STORED AS LANCE LOCATION '{source}'"),
@@ -1074,52 +1067,128 @@ async fn an_executor_killed_mid_insert_loses_and_repeats_no_row() {
             ),
         )
         .await;
-        ok(&remote, "SET lance.max_rows_per_file = 50").await;
+        ok(
+            &remote,
+            &format!("SET lance.max_rows_per_file = {per_file}"),
+        )
+        .await;
         ok(&remote, "SET datafusion.execution.target_partitions = 4").await;
-        let v0 = version(&uri).await;
-        let insert = {
-            let remote = remote.clone();
-            tokio::spawn(
-                async move { try_rows(&remote, "INSERT INTO t SELECT id, s FROM src").await },
-            )
+        Self {
+            cluster,
+            remote,
+            data: dir.path().join(&name).join("data"),
+            uri,
+            trial,
+        }
+    }
+
+    /// Runs `statement` on the cluster, kills executor `which` once the
+    /// data directory holds more than `files` files, and returns the
+    /// statement's outcome (120 s at most) with the version before and after.
+    async fn run_and_kill(
+        &mut self,
+        statement: &'static str,
+        which: usize,
+        files: usize,
+    ) -> (Result<Vec<String>, String>, u64, u64) {
+        let v0 = version(&self.uri).await;
+        let running = {
+            let remote = self.remote.clone();
+            tokio::spawn(async move { try_rows(&remote, statement).await })
         };
-        // Once the writers have stored a file, kill an executor.
-        kill_once_written(&mut cluster, 1, &dir.path().join(&name).join("data"), 0).await;
-        let outcome = tokio::time::timeout(Duration::from_secs(120), insert)
+        kill_once_written(&mut self.cluster, which, &self.data, files).await;
+        let trial = self.trial;
+        let outcome = tokio::time::timeout(Duration::from_secs(120), running)
             .await
-            .unwrap_or_else(|_| panic!("trial {trial}: the INSERT did not end within 120 s"))
+            .unwrap_or_else(|_| panic!("trial {trial}: {statement} did not end within 120 s"))
             .unwrap();
-        let v = version(&uri).await;
-        match &outcome {
+        (outcome, v0, version(&self.uri).await)
+    }
+
+    /// The verdict on an outcome: committed once with `answer` (true), or
+    /// failed leaving the version unchanged or one more (false).
+    fn verdict(
+        &self,
+        outcome: &Result<Vec<String>, String>,
+        v0: u64,
+        v: u64,
+        answer: &str,
+    ) -> bool {
+        let trial = self.trial;
+        match outcome {
             Ok(rows) => {
-                assert_eq!(rows, &["40000"], "trial {trial}");
+                assert_eq!(rows, &[answer], "trial {trial}");
                 assert_eq!(v, v0 + 1, "trial {trial}");
-                verdicts.0 += 1;
+                true
             }
             Err(e) => {
                 assert!(
                     v == v0 || v == v0 + 1,
                     "trial {trial}: version {v}, error {e}"
                 );
-                verdicts.1 += 1;
+                false
             }
+        }
+    }
+
+    /// The next statement succeeds on the executor left, one version more,
+    /// and Lance validates the table.
+    async fn next_statement_succeeds(&self, v: u64) {
+        ok(
+            &self.remote,
+            "INSERT INTO t SELECT id + 1000000, s FROM src WHERE id < 1000",
+        )
+        .await;
+        assert_eq!(version(&self.uri).await, v + 1, "trial {}", self.trial);
+        crate::support::validates(&self.uri).await;
+    }
+}
+
+/// The 40,000-row source of the executor-kill trials, at `dir/src.lance`.
+async fn kill_source(dir: &tempfile::TempDir) -> String {
+    let source = dataset_path(dir, "src.lance");
+    crate::fixtures::write(
+        &source,
+        vec![crate::fixtures::numbers_batch(0, 40_000)],
+        crate::fixtures::params(lance::dataset::WriteMode::Create, 1_000),
+    )
+    .await;
+    source
+}
+
+/// An executor killed (SIGKILL) while an INSERT's writers run: the statement
+/// fails, or Ballista runs the lost tasks again on the other executor; either
+/// way the table ends at the version it had, or one more with every row
+/// exactly once, and the next INSERT succeeds. One trial in `make test`, 10
+/// in `make test-nightly`. (With Ballista's push scheduling the lost tasks
+/// were reset but never offered again and the statement hung; the Lance
+/// cluster uses pull scheduling.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_executor_killed_mid_insert_loses_and_repeats_no_row() {
+    let trials = if crate::support::nightly() { 10 } else { 1 };
+    let dir = tempfile::tempdir().unwrap();
+    let source = kill_source(&dir).await;
+    let mut verdicts = (0, 0);
+    for trial in 0..trials {
+        let mut t = KillTrial::start(&dir, &source, trial, 50).await;
+        // Once the writers have stored a file, kill an executor.
+        let (outcome, v0, v) = t
+            .run_and_kill("INSERT INTO t SELECT id, s FROM src", 1, 0)
+            .await;
+        if t.verdict(&outcome, v0, v, "40000") {
+            verdicts.0 += 1;
+        } else {
+            verdicts.1 += 1;
         }
         let expected = if v == v0 + 1 { 40_000 } else { 0 };
         assert_eq!(
-            try_rows(&remote, "SELECT count(*), count(DISTINCT id) FROM t")
+            try_rows(&t.remote, "SELECT count(*), count(DISTINCT id) FROM t")
                 .await
                 .unwrap(),
             [format!("{expected}|{expected}")],
             "trial {trial}"
         );
-        // The next statement succeeds on the executor left.
-        ok(
-            &remote,
-            "INSERT INTO t SELECT id + 1000000, s FROM src WHERE id < 1000",
-        )
-        .await;
-        assert_eq!(version(&uri).await, v + 1, "trial {trial}");
-        crate::support::validates(&uri).await;
+        t.next_statement_succeeds(v).await;
     }
     eprintln!(
         "executor kills: {} retried to success, {} failed cleanly",
@@ -1164,73 +1233,29 @@ async fn kill_once_written(
 async fn an_executor_killed_mid_merge_loses_and_repeats_no_row() {
     let trials = if crate::support::nightly() { 10 } else { 1 };
     let dir = tempfile::tempdir().unwrap();
-    let source = dataset_path(&dir, "src.lance");
-    crate::fixtures::write(
-        &source,
-        vec![crate::fixtures::numbers_batch(0, 40_000)],
-        crate::fixtures::params(lance::dataset::WriteMode::Create, 1_000),
-    )
-    .await;
+    let source = kill_source(&dir).await;
     let mut verdicts = (0, 0);
     for trial in 0..trials {
-        let mut cluster = Cluster::start(2);
-        let remote = cluster.client().await;
-        let name = format!("t{trial}.lance");
-        let uri = dataset_path(&dir, &name);
+        let mut t = KillTrial::start(&dir, &source, trial, 1000).await;
         ok(
-            &remote,
-            &format!("CREATE EXTERNAL TABLE src STORED AS LANCE LOCATION '{source}'"),
-        )
-        .await;
-        ok(
-            &remote,
-            &format!(
-                "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, s VARCHAR) \
-                 STORED AS LANCE LOCATION '{uri}'"
-            ),
-        )
-        .await;
-        ok(&remote, "SET lance.max_rows_per_file = 1000").await;
-        ok(&remote, "SET datafusion.execution.target_partitions = 4").await;
-        ok(
-            &remote,
+            &t.remote,
             "INSERT INTO t SELECT id, s FROM src WHERE id < 20000",
         )
         .await;
-        let v0 = version(&uri).await;
-        let data = dir.path().join(&name).join("data");
-        let files = files_in(&data);
+        let files = files_in(&t.data);
         // 10,000 keys matched, 10,000 new.
-        let merge = {
-            let remote = remote.clone();
-            tokio::spawn(async move {
-                try_rows(
-                    &remote,
-                    "SELECT inserted, updated, deleted FROM lance_merge('t', \
-                     (SELECT id, 'm' AS s FROM src WHERE id >= 10000 AND id < 30000), 'id')",
-                )
-                .await
-            })
-        };
-        kill_once_written(&mut cluster, 1 + trial % 2, &data, files).await;
-        let outcome = tokio::time::timeout(Duration::from_secs(120), merge)
-            .await
-            .unwrap_or_else(|_| panic!("trial {trial}: the merge did not end within 120 s"))
-            .unwrap();
-        let v = version(&uri).await;
-        match &outcome {
-            Ok(rows) => {
-                assert_eq!(rows, &["10000|10000|0"], "trial {trial}");
-                assert_eq!(v, v0 + 1, "trial {trial}");
-                verdicts.0 += 1;
-            }
-            Err(e) => {
-                assert!(
-                    v == v0 || v == v0 + 1,
-                    "trial {trial}: version {v}, error {e}"
-                );
-                verdicts.1 += 1;
-            }
+        let (outcome, v0, v) = t
+            .run_and_kill(
+                "SELECT inserted, updated, deleted FROM lance_merge('t', \
+                 (SELECT id, 'm' AS s FROM src WHERE id >= 10000 AND id < 30000), 'id')",
+                1 + trial % 2,
+                files,
+            )
+            .await;
+        if t.verdict(&outcome, v0, v, "10000|10000|0") {
+            verdicts.0 += 1;
+        } else {
+            verdicts.1 += 1;
         }
         let expected = if v == v0 + 1 {
             "30000|30000|20000"
@@ -1239,7 +1264,7 @@ async fn an_executor_killed_mid_merge_loses_and_repeats_no_row() {
         };
         assert_eq!(
             try_rows(
-                &remote,
+                &t.remote,
                 "SELECT count(*), count(DISTINCT id), count(*) FILTER (WHERE s = 'm') FROM t"
             )
             .await
@@ -1247,14 +1272,7 @@ async fn an_executor_killed_mid_merge_loses_and_repeats_no_row() {
             [expected],
             "trial {trial}"
         );
-        // The next statement succeeds on the executor left.
-        ok(
-            &remote,
-            "INSERT INTO t SELECT id + 1000000, s FROM src WHERE id < 1000",
-        )
-        .await;
-        assert_eq!(version(&uri).await, v + 1, "trial {trial}");
-        crate::support::validates(&uri).await;
+        t.next_statement_succeeds(v).await;
     }
     eprintln!(
         "executor kills during merges: {} committed once, {} failed cleanly",
