@@ -47,9 +47,10 @@ pub use udf::{
     SessionStatsFunction, scalar_functions,
 };
 pub use udtf::{
-    CACHE_STATS_FUNCTION_NAME, CacheStatsFunction, FRAGMENTS_FUNCTION_NAME, MetadataFunction,
-    MetadataKind, OPTIMIZE_FUNCTION_NAME, OptimizeFunction, TAG_FUNCTION_NAME, TAGS_FUNCTION_NAME,
-    TagFunction, VACUUM_FUNCTION_NAME, VERSIONS_FUNCTION_NAME, VacuumFunction,
+    CACHE_STATS_FUNCTION_NAME, CREATE_INDEX_FUNCTION_NAME, CacheStatsFunction,
+    DROP_INDEX_FUNCTION_NAME, FRAGMENTS_FUNCTION_NAME, INDICES_FUNCTION_NAME, IndexFunction,
+    MetadataFunction, MetadataKind, OPTIMIZE_FUNCTION_NAME, OptimizeFunction, TAG_FUNCTION_NAME,
+    TAGS_FUNCTION_NAME, TagFunction, VACUUM_FUNCTION_NAME, VERSIONS_FUNCTION_NAME, VacuumFunction,
 };
 
 /// The `STORED AS` name of Lance tables.
@@ -92,6 +93,14 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
     }
     ctx.register_udtf(VACUUM_FUNCTION_NAME, Arc::new(VacuumFunction::default()));
     ctx.register_udtf(TAG_FUNCTION_NAME, Arc::new(TagFunction::default()));
+    ctx.register_udtf(
+        CREATE_INDEX_FUNCTION_NAME,
+        Arc::new(IndexFunction::creating()),
+    );
+    ctx.register_udtf(
+        DROP_INDEX_FUNCTION_NAME,
+        Arc::new(IndexFunction::dropping()),
+    );
     ctx.register_udtf(
         OPTIMIZE_FUNCTION_NAME,
         Arc::new(OptimizeFunction::default()),

@@ -16,25 +16,26 @@ use datafusion_proto::logical_plan::{
 use datafusion_proto::protobuf::LogicalPlanNode;
 use prost::Message;
 
+use super::maintenance::{
+    decode_index, decode_optimize, decode_tag, decode_vacuum, encode_index, encode_optimize,
+    encode_tag, encode_vacuum,
+};
 use super::proto::{self, provider::Table};
 use super::{
-    StoragePolicy, check_format, decode_merge_options, decode_optimize, decode_schema,
-    decode_snapshot, decode_tag, decode_vacuum, encode_merge_options, encode_message,
-    encode_optimize, encode_schema, encode_snapshot, encode_tag, encode_vacuum, malformed,
-    required, storage_policy_builders,
+    StoragePolicy, check_format, decode_merge_options, decode_schema, decode_snapshot,
+    encode_merge_options, encode_message, encode_schema, encode_snapshot, malformed, required,
+    storage_policy_builders,
 };
 use crate::format::LanceFormatFactory;
 use crate::location::TableLocation;
+use crate::physical_plan::{IndexChange, OptimizeOptions, TagChange, VacuumOptions};
 use crate::session::LanceSessionCache;
 use crate::table::dml::{DmlOp, LanceDml};
 use crate::table::merge::LanceMerge;
-use crate::table::statement::{StatementTable, statement_of};
+use crate::table::statement::{Maintain, StatementTable, statement_of};
 use crate::table::{LanceTableProvider, ProviderParts};
 use crate::udtf::cache_stats::CacheStats;
 use crate::udtf::metadata::{Metadata, MetadataKind};
-use crate::udtf::optimize::Optimize;
-use crate::udtf::tag::Tag;
-use crate::udtf::vacuum::Vacuum;
 
 /// Starts the bytes of `STORED AS LANCE` (telling them from the formats
 /// DataFusion's default codec encodes).
@@ -213,24 +214,31 @@ impl LanceLogicalCodec {
                 MetadataKind::Versions => Table::Versions(target),
                 MetadataKind::Fragments => Table::Fragments(target),
                 MetadataKind::Tags => Table::Tags(target),
+                MetadataKind::Indices => Table::Indices(target),
             }));
         }
-        if let Some(vacuum) = statement_of::<Vacuum>(provider) {
+        if let Some(vacuum) = statement_of::<Maintain<VacuumOptions>>(provider) {
             return Ok(Some(Table::Vacuum(proto::VacuumTable {
                 target: Some(self.encode_target(&vacuum.target, vacuum.location.as_ref())),
-                vacuum: Some(encode_vacuum(vacuum.options)),
+                vacuum: Some(encode_vacuum(vacuum.work)),
             })));
         }
-        if let Some(optimize) = statement_of::<Optimize>(provider) {
+        if let Some(optimize) = statement_of::<Maintain<OptimizeOptions>>(provider) {
             return Ok(Some(Table::Optimize(proto::OptimizeTable {
                 target: Some(self.encode_target(&optimize.target, optimize.location.as_ref())),
-                optimize: Some(encode_optimize(optimize.options)),
+                optimize: Some(encode_optimize(optimize.work)),
             })));
         }
-        if let Some(tag) = statement_of::<Tag>(provider) {
+        if let Some(index) = statement_of::<Maintain<IndexChange>>(provider) {
+            return Ok(Some(Table::Index(proto::IndexTable {
+                target: Some(self.encode_target(&index.target, index.location.as_ref())),
+                change: Some(encode_index(&index.work)),
+            })));
+        }
+        if let Some(tag) = statement_of::<Maintain<TagChange>>(provider) {
             return Ok(Some(Table::Tag(proto::TagTable {
                 target: Some(self.encode_target(&tag.target, tag.location.as_ref())),
-                change: Some(encode_tag(&tag.change)),
+                change: Some(encode_tag(&tag.work)),
             })));
         }
         if statement_of::<CacheStats>(provider).is_some() {
@@ -306,28 +314,37 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
             Table::Versions(target) => self.decode_metadata(MetadataKind::Versions, target)?,
             Table::Fragments(target) => self.decode_metadata(MetadataKind::Fragments, target)?,
             Table::Tags(target) => self.decode_metadata(MetadataKind::Tags, target)?,
-            Table::Vacuum(vacuum) => {
-                let (target, location) = self.decode_target(vacuum.target)?;
-                StatementTable::provider(Vacuum {
+            Table::Indices(target) => self.decode_metadata(MetadataKind::Indices, target)?,
+            Table::Index(index) => {
+                let (target, location) = self.decode_target(index.target)?;
+                StatementTable::provider(Maintain {
                     target,
                     location,
-                    options: decode_vacuum(vacuum.vacuum)?,
+                    work: decode_index(index.change)?,
+                })
+            }
+            Table::Vacuum(vacuum) => {
+                let (target, location) = self.decode_target(vacuum.target)?;
+                StatementTable::provider(Maintain {
+                    target,
+                    location,
+                    work: decode_vacuum(vacuum.vacuum)?,
                 })
             }
             Table::Optimize(optimize) => {
                 let (target, location) = self.decode_target(optimize.target)?;
-                StatementTable::provider(Optimize {
+                StatementTable::provider(Maintain {
                     target,
                     location,
-                    options: decode_optimize(optimize.optimize)?,
+                    work: decode_optimize(optimize.optimize)?,
                 })
             }
             Table::Tag(tag) => {
                 let (target, location) = self.decode_target(tag.target)?;
-                StatementTable::provider(Tag {
+                StatementTable::provider(Maintain {
                     target,
                     location,
-                    change: decode_tag(tag.change)?,
+                    work: decode_tag(tag.change)?,
                 })
             }
             Table::CacheStats(_) => StatementTable::provider(CacheStats::default()),

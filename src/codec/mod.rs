@@ -56,6 +56,7 @@
 //! ```
 
 mod logical;
+mod maintenance;
 mod physical;
 mod proto;
 
@@ -63,7 +64,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use chrono::TimeDelta;
 use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::TaskContext;
@@ -80,9 +80,7 @@ use crate::location::{Snapshot, TableLocation, redact_uri};
 use crate::physical_plan::merge_options::{
     MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
 };
-use crate::physical_plan::{
-    CommitKind, OptimizeOptions, TagAction, TagChange, VacuumOptions, WriteOptions, WriteTarget,
-};
+use crate::physical_plan::{CommitKind, WriteOptions, WriteTarget};
 
 /// What encoded plans do with tables' storage options (see the module docs).
 #[derive(Clone, Default)]
@@ -322,67 +320,6 @@ fn decode_output(output: &str) -> DFResult<MergeOutput> {
         "count" => Ok(MergeOutput::Count),
         other => Err(malformed(format!("merge output '{other}'"))),
     }
-}
-
-fn encode_vacuum(options: VacuumOptions) -> proto::Vacuum {
-    proto::Vacuum {
-        older_than_seconds: options.older_than.num_seconds(),
-        orphans_older_than_seconds: options.orphans_older_than.num_seconds(),
-    }
-}
-
-fn decode_vacuum(options: Option<proto::Vacuum>) -> DFResult<VacuumOptions> {
-    let options = required(options, "vacuum options")?;
-    let seconds =
-        |s: i64| TimeDelta::try_seconds(s).ok_or_else(|| malformed(format!("duration of {s} s")));
-    Ok(VacuumOptions {
-        older_than: seconds(options.older_than_seconds)?,
-        orphans_older_than: seconds(options.orphans_older_than_seconds)?,
-    })
-}
-
-fn encode_optimize(options: OptimizeOptions) -> proto::Optimize {
-    proto::Optimize {
-        target_rows_per_fragment: options.target_rows_per_fragment as u64,
-        materialize_deletions: options.materialize_deletions,
-        materialize_deletions_threshold: options.materialize_deletions_threshold,
-        indices: options.indices,
-    }
-}
-
-fn decode_optimize(options: Option<proto::Optimize>) -> DFResult<OptimizeOptions> {
-    let options = required(options, "optimize options")?;
-    Ok(OptimizeOptions {
-        target_rows_per_fragment: usize::try_from(options.target_rows_per_fragment).map_err(
-            |_| {
-                malformed(format!(
-                    "{} rows per fragment",
-                    options.target_rows_per_fragment
-                ))
-            },
-        )?,
-        materialize_deletions: options.materialize_deletions,
-        materialize_deletions_threshold: options.materialize_deletions_threshold,
-        indices: options.indices,
-    })
-}
-
-fn encode_tag(change: &TagChange) -> proto::TagChange {
-    proto::TagChange {
-        action: change.action.name().to_string(),
-        tag: change.tag.clone(),
-        version: change.version,
-    }
-}
-
-fn decode_tag(change: Option<proto::TagChange>) -> DFResult<TagChange> {
-    let change = required(change, "tag change")?;
-    Ok(TagChange {
-        action: TagAction::parse(&change.action)
-            .ok_or_else(|| malformed(format!("tag action '{}'", change.action)))?,
-        tag: change.tag,
-        version: change.version,
-    })
 }
 
 fn encode_condition(

@@ -18,17 +18,20 @@ use datafusion_proto::physical_plan::{
 use datafusion_proto::protobuf::PhysicalSortExprNodeCollection;
 use prost::Message;
 
+use super::maintenance::{
+    decode_index, decode_optimize, decode_tag, decode_vacuum, encode_index, encode_optimize,
+    encode_tag, encode_vacuum,
+};
 use super::proto::{self, physical_node::Node};
 use super::{
-    StoragePolicy, check_format, decode_kind, decode_merge_options, decode_optimize, decode_output,
-    decode_schema, decode_snapshot, decode_tag, decode_vacuum, encode_kind, encode_merge_options,
-    encode_message, encode_optimize, encode_output, encode_schema, encode_snapshot, encode_tag,
-    encode_vacuum, malformed, required, storage_policy_builders,
+    StoragePolicy, check_format, decode_kind, decode_merge_options, decode_output, decode_schema,
+    decode_snapshot, encode_kind, encode_merge_options, encode_message, encode_output,
+    encode_schema, encode_snapshot, malformed, required, storage_policy_builders,
 };
 use crate::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
 use crate::physical_plan::{
-    LanceCommitExec, LanceDeleteExec, LanceMergeExec, LanceOptimizeExec, LanceScanExec, LanceSink,
-    LanceTagExec, LanceUpdateExec, LanceVacuumExec, LanceWriteExec,
+    LanceCommitExec, LanceDeleteExec, LanceIndexExec, LanceMergeExec, LanceOptimizeExec,
+    LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec, LanceWriteExec,
 };
 
 /// Encodes and decodes the Lance physical nodes (see the [module
@@ -82,19 +85,25 @@ impl LancePhysicalCodec {
         if let Some(vacuum) = node.downcast_ref::<LanceVacuumExec>() {
             return Ok(Some(Node::Vacuum(proto::VacuumNode {
                 location: Some(s.encode_location(vacuum.location())),
-                vacuum: Some(encode_vacuum(vacuum.options())),
+                vacuum: Some(encode_vacuum(*vacuum.work())),
             })));
         }
         if let Some(optimize) = node.downcast_ref::<LanceOptimizeExec>() {
             return Ok(Some(Node::Optimize(proto::OptimizeNode {
                 location: Some(s.encode_location(optimize.location())),
-                optimize: Some(encode_optimize(optimize.options())),
+                optimize: Some(encode_optimize(*optimize.work())),
+            })));
+        }
+        if let Some(index) = node.downcast_ref::<LanceIndexExec>() {
+            return Ok(Some(Node::Index(proto::IndexNode {
+                location: Some(s.encode_location(index.location())),
+                change: Some(encode_index(index.work())),
             })));
         }
         if let Some(tag) = node.downcast_ref::<LanceTagExec>() {
             return Ok(Some(Node::Tag(proto::TagNode {
                 location: Some(s.encode_location(tag.location())),
-                change: Some(encode_tag(tag.change())),
+                change: Some(encode_tag(tag.work())),
             })));
         }
         if let Some(exec) = node.downcast_ref::<DataSinkExec>()
@@ -251,6 +260,10 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
             Node::Optimize(optimize) => Arc::new(LanceOptimizeExec::new(
                 s.decode_location(optimize.location)?,
                 decode_optimize(optimize.optimize)?,
+            )),
+            Node::Index(index) => Arc::new(LanceIndexExec::new(
+                s.decode_location(index.location)?,
+                decode_index(index.change)?,
             )),
             Node::Tag(tag) => Arc::new(LanceTagExec::new(
                 s.decode_location(tag.location)?,

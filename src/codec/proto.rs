@@ -236,12 +236,60 @@ pub(crate) struct OptimizeTable {
     pub optimize: Option<Optimize>,
 }
 
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct KeyValue {
+    #[prost(string, tag = "1")]
+    pub key: String,
+    #[prost(string, tag = "2")]
+    pub value: String,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct IndexChange {
+    /// `create` or `drop`.
+    #[prost(string, tag = "1")]
+    pub action: String,
+    #[prost(string, tag = "2")]
+    pub name: String,
+    #[prost(string, tag = "3")]
+    pub column: String,
+    #[prost(string, tag = "4")]
+    pub method: String,
+    #[prost(message, repeated, tag = "5")]
+    pub options: Vec<KeyValue>,
+    #[prost(bool, tag = "6")]
+    pub replace: bool,
+    #[prost(bool, tag = "7")]
+    pub if_not_exists: bool,
+    #[prost(bool, tag = "8")]
+    pub if_exists: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct IndexNode {
+    #[prost(message, optional, tag = "1")]
+    pub location: Option<Location>,
+    #[prost(message, optional, tag = "2")]
+    pub change: Option<IndexChange>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct IndexTable {
+    #[prost(message, optional, tag = "1")]
+    pub target: Option<NamedTarget>,
+    #[prost(message, optional, tag = "2")]
+    pub change: Option<IndexChange>,
+}
+
 /// One Lance physical node (its inputs travel as DataFusion's).
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct PhysicalNode {
     #[prost(uint32, tag = "1")]
     pub format: u32,
-    #[prost(oneof = "physical_node::Node", tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11")]
+    #[prost(
+        oneof = "physical_node::Node",
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12"
+    )]
     pub node: Option<physical_node::Node>,
 }
 
@@ -272,6 +320,8 @@ pub(crate) mod physical_node {
         Tag(super::TagNode),
         #[prost(message, tag = "11")]
         Optimize(super::OptimizeNode),
+        #[prost(message, tag = "12")]
+        Index(super::IndexNode),
     }
 }
 
@@ -381,7 +431,10 @@ pub(crate) struct Empty {}
 pub(crate) struct Provider {
     #[prost(uint32, tag = "1")]
     pub format: u32,
-    #[prost(oneof = "provider::Table", tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11")]
+    #[prost(
+        oneof = "provider::Table",
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"
+    )]
     pub table: Option<provider::Table>,
 }
 
@@ -412,5 +465,9 @@ pub(crate) mod provider {
         Tag(super::TagTable),
         #[prost(message, tag = "11")]
         Optimize(super::OptimizeTable),
+        #[prost(message, tag = "12")]
+        Index(super::IndexTable),
+        #[prost(message, tag = "13")]
+        Indices(super::NamedTarget),
     }
 }

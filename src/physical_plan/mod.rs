@@ -8,7 +8,10 @@
 pub(crate) mod commit;
 pub(crate) mod delete;
 pub(crate) mod in_flight;
+pub(crate) mod index;
+pub(crate) mod index_options;
 pub(crate) mod journal;
+pub(crate) mod maintenance;
 pub(crate) mod merge;
 pub(crate) mod merge_options;
 pub(crate) mod optimize;
@@ -24,6 +27,9 @@ pub(crate) mod write;
 
 pub use commit::LanceCommitExec;
 pub use delete::LanceDeleteExec;
+pub use index::{IndexChange, IndexDefinition, LanceIndexExec};
+pub use index_options::IndexMethod;
+pub use maintenance::{Maintenance, MaintenanceExec};
 pub use merge::LanceMergeExec;
 pub use optimize::{LanceOptimizeExec, OptimizeOptions};
 pub use scan::{GroupRows, LanceScanExec, ScanOptions, ScanParts};

@@ -7,14 +7,12 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::internal_err;
 use datafusion::error::{DataFusionError, Result as DFResult};
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use lance::Dataset;
 use lance::dataset::optimize::{CompactionOptions, compact_files};
 use lance::index::DatasetIndexExt;
 
-use super::target::{one_row_on_latest, one_row_properties};
+use super::maintenance::{Maintenance, MaintenanceExec};
 use crate::error::Error;
 use crate::location::TableLocation;
 
@@ -70,93 +68,34 @@ pub(crate) fn optimize_schema() -> SchemaRef {
 /// then optimises its indices (one more version when it has any). Returns
 /// one row: `fragments_removed, fragments_added, files_removed, files_added,
 /// indices_optimized, version` (the version it leaves).
-#[derive(Debug)]
-pub struct LanceOptimizeExec {
-    location: TableLocation,
-    options: OptimizeOptions,
-    properties: Arc<PlanProperties>,
-}
+pub type LanceOptimizeExec = MaintenanceExec<OptimizeOptions>;
 
-impl LanceOptimizeExec {
-    /// Optimises the table at `location`.
-    pub fn new(location: TableLocation, options: OptimizeOptions) -> Self {
-        Self {
-            location,
-            options,
-            properties: one_row_properties(optimize_schema()),
-        }
+impl Maintenance for OptimizeOptions {
+    const NODE: &'static str = "LanceOptimizeExec";
+
+    fn schema() -> SchemaRef {
+        optimize_schema()
     }
 
-    /// Where the table lives.
-    pub fn location(&self) -> &TableLocation {
-        &self.location
-    }
-
-    /// What the optimisation does.
-    pub fn options(&self) -> OptimizeOptions {
-        self.options
-    }
-}
-
-impl DisplayAs for LanceOptimizeExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let o = &self.options;
+    fn fmt_params(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "LanceOptimizeExec: uri={}, target_rows_per_fragment={}, materialize_deletions={}, \
+            ", target_rows_per_fragment={}, materialize_deletions={}, \
              materialize_deletions_threshold={}, indices={}",
-            self.location.display_uri,
-            o.target_rows_per_fragment,
-            o.materialize_deletions,
-            o.materialize_deletions_threshold,
-            o.indices
+            self.target_rows_per_fragment,
+            self.materialize_deletions,
+            self.materialize_deletions_threshold,
+            self.indices
         )
     }
-}
 
-impl ExecutionPlan for LanceOptimizeExec {
-    fn name(&self) -> &str {
-        "LanceOptimizeExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            internal_err!("LanceOptimizeExec has no children")
-        }
-    }
-
-    fn execute(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> DFResult<SendableRecordBatchStream> {
-        let options = self.options;
-        one_row_on_latest(
-            self.name(),
-            partition,
-            context,
-            self.location.clone(),
-            optimize_schema(),
-            move |dataset, location| async move { optimize(&dataset, &location, &options).await },
-        )
+    async fn run(self, dataset: Arc<Dataset>, location: TableLocation) -> DFResult<RecordBatch> {
+        optimize(&dataset, &location, &self).await
     }
 }
 
 async fn optimize(
-    dataset: &lance::Dataset,
+    dataset: &Dataset,
     location: &TableLocation,
     options: &OptimizeOptions,
 ) -> DFResult<RecordBatch> {

@@ -6,12 +6,10 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::internal_err;
 use datafusion::error::{DataFusionError, Result as DFResult};
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use lance::Dataset;
 
-use super::target::{one_row_on_latest, one_row_properties};
+use super::maintenance::{Maintenance, MaintenanceExec};
 use crate::error::plain;
 use crate::location::TableLocation;
 
@@ -66,93 +64,30 @@ pub(crate) fn tag_schema() -> SchemaRef {
 
 /// `lance_tag(...)`: when executed, applies a [`TagChange`] to the table at
 /// `location` (tags live beside the versions; no version is created).
-#[derive(Debug)]
-pub struct LanceTagExec {
-    location: TableLocation,
-    change: TagChange,
-    properties: Arc<PlanProperties>,
-}
+pub type LanceTagExec = MaintenanceExec<TagChange>;
 
-impl LanceTagExec {
-    /// Applies `change` to the table at `location`.
-    pub fn new(location: TableLocation, change: TagChange) -> Self {
-        Self {
-            location,
-            change,
-            properties: one_row_properties(tag_schema()),
-        }
+impl Maintenance for TagChange {
+    const NODE: &'static str = "LanceTagExec";
+
+    fn schema() -> SchemaRef {
+        tag_schema()
     }
 
-    /// Where the table lives.
-    pub fn location(&self) -> &TableLocation {
-        &self.location
-    }
-
-    /// The change.
-    pub fn change(&self) -> &TagChange {
-        &self.change
-    }
-}
-
-impl DisplayAs for LanceTagExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "LanceTagExec: uri={}, action={}, tag={}",
-            self.location.display_uri,
-            self.change.action.name(),
-            self.change.tag
-        )?;
-        match self.change.version {
+    fn fmt_params(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, ", action={}, tag={}", self.action.name(), self.tag)?;
+        match self.version {
             Some(v) => write!(f, ", version={v}"),
             None => Ok(()),
         }
     }
-}
 
-impl ExecutionPlan for LanceTagExec {
-    fn name(&self) -> &str {
-        "LanceTagExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            internal_err!("LanceTagExec has no children")
-        }
-    }
-
-    fn execute(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> DFResult<SendableRecordBatchStream> {
-        let change = self.change.clone();
-        one_row_on_latest(
-            self.name(),
-            partition,
-            context,
-            self.location.clone(),
-            tag_schema(),
-            move |dataset, location| async move { apply(&dataset, &location, &change).await },
-        )
+    async fn run(self, dataset: Arc<Dataset>, location: TableLocation) -> DFResult<RecordBatch> {
+        apply(&dataset, &location, &self).await
     }
 }
 
 async fn apply(
-    dataset: &lance::Dataset,
+    dataset: &Dataset,
     location: &TableLocation,
     change: &TagChange,
 ) -> DFResult<RecordBatch> {

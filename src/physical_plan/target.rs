@@ -14,7 +14,6 @@ use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::expressions::Column;
 use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PlanProperties};
 use lance::Dataset;
 use lance_file::version::LanceFileVersion;
@@ -337,38 +336,6 @@ pub(crate) fn one_row_properties(schema: SchemaRef) -> Arc<PlanProperties> {
         EmissionType::Final,
         Boundedness::Bounded,
     ))
-}
-
-/// The stream of a one-partition node without inputs that emits one row
-/// computed by `work` from the latest version of the table at `location`,
-/// opened through the task's Lance session (`lance_vacuum`, `lance_tag`).
-pub(crate) fn one_row_on_latest<F, Fut>(
-    node: &str,
-    partition: usize,
-    context: Arc<TaskContext>,
-    location: TableLocation,
-    schema: SchemaRef,
-    work: F,
-) -> DFResult<SendableRecordBatchStream>
-where
-    F: FnOnce(Arc<Dataset>, TableLocation) -> Fut + Send + 'static,
-    Fut: Future<Output = DFResult<RecordBatch>> + Send + 'static,
-{
-    if partition != 0 {
-        return internal_err!("{node} has one partition, {partition} requested");
-    }
-    let fut = async move {
-        let cache = LanceSessionCache::for_task(&context);
-        let params = cache.params_for(&location);
-        let dataset = cache
-            .open(&location.uri, &params, &VersionSpec::Latest)
-            .await?;
-        work(dataset, location).await
-    };
-    Ok(Box::pin(RecordBatchStreamAdapter::new(
-        schema,
-        futures::stream::once(fut),
-    )))
 }
 
 /// Starts every partition of `input` for a node that has one partition.

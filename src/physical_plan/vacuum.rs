@@ -8,16 +8,14 @@ use std::sync::Arc;
 use chrono::{TimeDelta, Utc};
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::internal_err;
 use datafusion::error::{DataFusionError, Result as DFResult};
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::TryStreamExt;
+use lance::Dataset;
 use lance_table::io::deletion::relative_deletion_file_path;
 
 use super::in_flight::oldest_in_flight;
 use super::journal;
-use super::target::{one_row_on_latest, one_row_properties};
+use super::maintenance::{Maintenance, MaintenanceExec};
 use crate::error::Error;
 use crate::location::TableLocation;
 
@@ -59,87 +57,30 @@ pub(crate) fn vacuum_schema() -> SchemaRef {
 /// a statement of this process that is still running may commit. Returns
 /// one row: `versions_removed, files_removed, orphans_removed,
 /// bytes_removed`.
-#[derive(Debug)]
-pub struct LanceVacuumExec {
-    location: TableLocation,
-    options: VacuumOptions,
-    properties: Arc<PlanProperties>,
-}
+pub type LanceVacuumExec = MaintenanceExec<VacuumOptions>;
 
-impl LanceVacuumExec {
-    /// Vacuums the table at `location`.
-    pub fn new(location: TableLocation, options: VacuumOptions) -> Self {
-        Self {
-            location,
-            options,
-            properties: one_row_properties(vacuum_schema()),
-        }
+impl Maintenance for VacuumOptions {
+    const NODE: &'static str = "LanceVacuumExec";
+
+    fn schema() -> SchemaRef {
+        vacuum_schema()
     }
 
-    /// Where the table lives.
-    pub fn location(&self) -> &TableLocation {
-        &self.location
-    }
-
-    /// What the vacuum removes.
-    pub fn options(&self) -> VacuumOptions {
-        self.options
-    }
-}
-
-impl DisplayAs for LanceVacuumExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    fn fmt_params(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "LanceVacuumExec: uri={}, older_than={}, orphans_older_than={}",
-            self.location.display_uri, self.options.older_than, self.options.orphans_older_than
+            ", older_than={}, orphans_older_than={}",
+            self.older_than, self.orphans_older_than
         )
     }
-}
 
-impl ExecutionPlan for LanceVacuumExec {
-    fn name(&self) -> &str {
-        "LanceVacuumExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            internal_err!("LanceVacuumExec has no children")
-        }
-    }
-
-    fn execute(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> DFResult<SendableRecordBatchStream> {
-        let options = self.options;
-        one_row_on_latest(
-            self.name(),
-            partition,
-            context,
-            self.location.clone(),
-            vacuum_schema(),
-            move |dataset, location| async move { vacuum(&dataset, &location, &options).await },
-        )
+    async fn run(self, dataset: Arc<Dataset>, location: TableLocation) -> DFResult<RecordBatch> {
+        vacuum(&dataset, &location, &self).await
     }
 }
 
 async fn vacuum(
-    dataset: &lance::Dataset,
+    dataset: &Dataset,
     location: &TableLocation,
     options: &VacuumOptions,
 ) -> DFResult<RecordBatch> {

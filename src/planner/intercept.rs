@@ -1,10 +1,11 @@
 //! [`plan_lance_sql`]: the one place SQL text becomes a statement this crate
 //! plans itself instead of DataFusion.
 //!
-//! Two kinds of statement need it, because DataFusion 54 cannot plan them
+//! Three kinds of statement need it, because DataFusion 54 cannot plan them
 //! from the syntax tree it is given:
 //!
 //! * `MERGE INTO` on a Lance table (see [`super::merge_into`]);
+//! * `CREATE INDEX` / `DROP INDEX` on a Lance table (see [`super::index`]);
 //! * any statement reading a Lance table as of a version, a tag or a time
 //!   (see [`super::time_travel`]).
 //!
@@ -16,17 +17,19 @@ use std::sync::Arc;
 use datafusion::common::plan_err;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{ExplainOption, LogicalPlan, LogicalPlanBuilder};
 use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::Statement;
 use datafusion::sql::sqlparser::dialect::{Dialect, dialect_from_str};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
-use super::merge_into::{mark_stars, plan_merge_statement};
+use super::index::plan_index_statement;
+use super::merge_into::{mark_stars, plan_merge_into};
 use super::time_travel::{self, AS_OF_FUNCTION_NAME, PinnedRelations};
 
 /// Plans `sql` when it is a statement DataFusion cannot plan on Lance tables
-/// — `MERGE INTO`, or a query with `VERSION AS OF` / `TIMESTAMP AS OF` /
+/// — `MERGE INTO`, `CREATE INDEX`, `DROP INDEX`, or a query with `VERSION AS OF` / `TIMESTAMP AS OF` /
 /// `lance_as_of(...)` — or an `EXPLAIN` of one; `None` for any other SQL,
 /// which [`SessionContext::sql`](datafusion::prelude::SessionContext::sql)
 /// plans as usual. [`crate::LanceSessionContextExt::lance_sql`] and
@@ -56,17 +59,50 @@ pub async fn plan_lance_sql(state: &SessionState, sql: &str) -> DFResult<Option<
         Some(pinned) => {
             let mut state = state.clone();
             state.register_relation_planner(Arc::new(pinned))?;
-            match plan_merge_statement(&state, &statement).await? {
+            match plan_ours(&state, &statement).await? {
                 Some(plan) => Ok(Some(plan)),
                 None => Ok(Some(state.statement_to_plan(statement).await?)),
             }
         }
-        None => plan_merge_statement(state, &statement).await,
+        None => plan_ours(state, &statement).await,
     }
 }
 
-/// True when `tokens` hold `MERGE`, `AS OF` or `lance_as_of`: the only
-/// statements worth parsing here.
+/// Plans `statement` when it is `MERGE INTO`, `CREATE INDEX` or `DROP
+/// INDEX` on a Lance table, or an `EXPLAIN` of one; `None` otherwise.
+async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Option<LogicalPlan>> {
+    let (inner, explain) = match statement {
+        DFStatement::Explain(explain) => (explain.statement.as_ref(), Some(explain)),
+        other => (other, None),
+    };
+    let DFStatement::Statement(inner) = inner else {
+        return Ok(None);
+    };
+    let plan = match inner.as_ref() {
+        Statement::Merge(merge) => plan_merge_into(state, merge).await?,
+        other => match plan_index_statement(state, other).await? {
+            Some(plan) => plan,
+            None => return Ok(None),
+        },
+    };
+    let Some(explain) = explain else {
+        return Ok(Some(plan));
+    };
+    let mut option = ExplainOption::default()
+        .with_verbose(explain.verbose)
+        .with_analyze(explain.analyze);
+    if let Some(format) = &explain.format {
+        option = option.with_format(format.parse()?);
+    }
+    Ok(Some(
+        LogicalPlanBuilder::from(plan)
+            .explain_option_format(option)?
+            .build()?,
+    ))
+}
+
+/// True when `tokens` hold `MERGE`, `INDEX`, `AS OF` or `lance_as_of`: the
+/// only statements worth parsing here.
 fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
     let mut previous = Keyword::NoKeyword;
     for token in tokens {
@@ -76,7 +112,7 @@ fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
             }
             continue;
         };
-        if word.keyword == Keyword::MERGE
+        if matches!(word.keyword, Keyword::MERGE | Keyword::INDEX)
             || (previous == Keyword::AS && word.keyword == Keyword::OF)
             || word.value.eq_ignore_ascii_case(AS_OF_FUNCTION_NAME)
         {

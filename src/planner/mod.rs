@@ -1,6 +1,7 @@
 //! Planning hooks this crate installs on a DataFusion session.
 
 pub(crate) mod dml;
+pub(crate) mod index;
 pub(crate) mod intercept;
 pub(crate) mod merge;
 pub(crate) mod merge_into;

@@ -33,14 +33,12 @@ use lance_io::object_store::ObjectStoreParams;
 
 use crate::config::VersionSpec;
 use crate::format::LanceFormatFactory;
+use crate::physical_plan::{IndexChange, OptimizeOptions, TagChange, VacuumOptions};
 use crate::table::LanceTableProvider;
 use crate::table::dml::LanceDml;
 use crate::table::merge::LanceMerge;
-use crate::table::statement::{StatementTable, resolve_named, statement_of};
+use crate::table::statement::{Maintain, StatementTable, resolve_named, statement_of};
 use crate::udtf::metadata::Metadata;
-use crate::udtf::optimize::Optimize;
-use crate::udtf::tag::Tag;
-use crate::udtf::vacuum::Vacuum;
 
 /// Resolves every Lance table a statement references to one version, then
 /// delegates to the wrapped planner (see the module docs).
@@ -158,13 +156,18 @@ impl Snapshots {
             if let Some(resolved) = resolve_named::<Metadata>(provider, state).await? {
                 return Ok(Some(resolved));
             }
-            if let Some(resolved) = resolve_named::<Tag>(provider, state).await? {
+            if let Some(resolved) = resolve_named::<Maintain<TagChange>>(provider, state).await? {
                 return Ok(Some(resolved));
             }
-            if let Some(resolved) = resolve_named::<Optimize>(provider, state).await? {
+            if let Some(resolved) =
+                resolve_named::<Maintain<OptimizeOptions>>(provider, state).await?
+            {
                 return Ok(Some(resolved));
             }
-            resolve_named::<Vacuum>(provider, state).await
+            if let Some(resolved) = resolve_named::<Maintain<IndexChange>>(provider, state).await? {
+                return Ok(Some(resolved));
+            }
+            resolve_named::<Maintain<VacuumOptions>>(provider, state).await
         }
         .boxed()
     }

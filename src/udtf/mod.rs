@@ -1,19 +1,22 @@
 //! Table functions: `lance_cache_stats()`, `lance_versions('t')`,
 //! `lance_fragments('t')`, `lance_tags('t')`, `lance_tag('t', ...)`,
+//! `lance_indices('t')`, `lance_create_index('t', ...)`, `lance_drop_index('t', ...)`,
 //! `lance_optimize('t')`, `lance_vacuum('t')`.
 //!
 //! They only build providers in `call_with_args`; reads happen in `scan`.
 
 pub(crate) mod cache_stats;
+pub(crate) mod index;
 pub(crate) mod metadata;
 pub(crate) mod optimize;
 pub(crate) mod tag;
 pub(crate) mod vacuum;
 
 pub use cache_stats::{CACHE_STATS_FUNCTION_NAME, CacheStatsFunction};
+pub use index::{CREATE_INDEX_FUNCTION_NAME, DROP_INDEX_FUNCTION_NAME, IndexFunction};
 pub use metadata::{
-    FRAGMENTS_FUNCTION_NAME, MetadataFunction, MetadataKind, TAGS_FUNCTION_NAME,
-    VERSIONS_FUNCTION_NAME,
+    FRAGMENTS_FUNCTION_NAME, INDICES_FUNCTION_NAME, MetadataFunction, MetadataKind,
+    TAGS_FUNCTION_NAME, VERSIONS_FUNCTION_NAME,
 };
 pub use optimize::{OPTIMIZE_FUNCTION_NAME, OptimizeFunction};
 pub use tag::{TAG_FUNCTION_NAME, TagFunction};

@@ -10,24 +10,18 @@
 //! result is one row: `fragments_removed, fragments_added, files_removed,
 //! files_added, indices_optimized, version`.
 
-use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{ScalarValue, plan_err};
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::Expr;
-use datafusion::physical_plan::ExecutionPlan;
 
 use crate::config::{parse, parse_bool, positive};
 use crate::error::Error;
-use crate::location::{TableLocation, redact_uri};
-use crate::physical_plan::optimize::optimize_schema;
-use crate::physical_plan::{LanceOptimizeExec, OptimizeOptions};
-use crate::table::statement::{NamedTable, Statement, StatementTable};
+use crate::physical_plan::OptimizeOptions;
+use crate::table::statement::Maintain;
 
 /// SQL name of the optimisation function.
 pub const OPTIMIZE_FUNCTION_NAME: &str = "lance_optimize";
@@ -102,59 +96,6 @@ impl TableFunctionImpl for OptimizeFunction {
             return plan_err!("{OPTIMIZE_FUNCTION_NAME}() needs a table name or location");
         }
         let target = strings.remove(0);
-        Ok(StatementTable::provider(Optimize {
-            target,
-            location: None,
-            options: options(&strings)?,
-        }))
-    }
-}
-
-/// `lance_optimize(...)` as a table: scanning it plans a [`LanceOptimizeExec`].
-pub(crate) struct Optimize {
-    /// The table or location as the query names it.
-    pub(crate) target: String,
-    /// Where it lives, once resolved (see [`crate::resolve_lance_tables`]).
-    pub(crate) location: Option<TableLocation>,
-    pub(crate) options: OptimizeOptions,
-}
-
-impl fmt::Debug for Optimize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The target may be a location with credentials in it.
-        f.debug_struct("Optimize")
-            .field("target", &redact_uri(&self.target))
-            .field("options", &self.options)
-            .finish_non_exhaustive()
-    }
-}
-
-impl NamedTable for Optimize {
-    fn target(&self) -> &str {
-        &self.target
-    }
-
-    fn location(&self) -> Option<&TableLocation> {
-        self.location.as_ref()
-    }
-
-    fn with_location(&self, location: TableLocation) -> Self {
-        Self {
-            target: self.target.clone(),
-            location: Some(location),
-            options: self.options,
-        }
-    }
-}
-
-#[async_trait]
-impl Statement for Optimize {
-    fn schema(&self) -> SchemaRef {
-        optimize_schema()
-    }
-
-    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let location = self.table_location(state).await?;
-        Ok(Arc::new(LanceOptimizeExec::new(location, self.options)))
+        Ok(Maintain::provider(target, options(&strings)?))
     }
 }

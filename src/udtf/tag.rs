@@ -5,22 +5,17 @@
 //! deleted). `lance_tags('<table>')` lists them; `VERSION AS OF '<tag>'`
 //! reads one.
 
-use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
-use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{ScalarValue, plan_err};
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::Expr;
-use datafusion::physical_plan::ExecutionPlan;
 
-use crate::location::{TableLocation, redact_uri};
-use crate::physical_plan::tag::tag_schema;
-use crate::physical_plan::{LanceTagExec, TagAction, TagChange};
-use crate::table::statement::{NamedTable, Statement, StatementTable};
+use crate::physical_plan::{TagAction, TagChange};
+use crate::table::statement::Maintain;
 
 /// SQL name of the tag-management function.
 pub const TAG_FUNCTION_NAME: &str = "lance_tag";
@@ -96,63 +91,13 @@ impl TableFunctionImpl for TagFunction {
         if tag.trim().is_empty() {
             return plan_err!("{TAG_FUNCTION_NAME}: the tag name is empty");
         }
-        Ok(StatementTable::provider(Tag {
-            target: target.to_string(),
-            location: None,
-            change: TagChange {
+        Ok(Maintain::provider(
+            target,
+            TagChange {
                 action,
                 tag: tag.to_string(),
                 version,
             },
-        }))
-    }
-}
-
-/// `lance_tag(...)` as a table: scanning it plans a [`LanceTagExec`].
-pub(crate) struct Tag {
-    /// The table or location as the query names it.
-    pub(crate) target: String,
-    /// Where it lives, once resolved (see [`crate::resolve_lance_tables`]).
-    pub(crate) location: Option<TableLocation>,
-    pub(crate) change: TagChange,
-}
-
-impl fmt::Debug for Tag {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The target may be a location with credentials in it.
-        f.debug_struct("Tag")
-            .field("target", &redact_uri(&self.target))
-            .field("change", &self.change)
-            .finish_non_exhaustive()
-    }
-}
-
-impl NamedTable for Tag {
-    fn target(&self) -> &str {
-        &self.target
-    }
-
-    fn location(&self) -> Option<&TableLocation> {
-        self.location.as_ref()
-    }
-
-    fn with_location(&self, location: TableLocation) -> Self {
-        Self {
-            target: self.target.clone(),
-            location: Some(location),
-            change: self.change.clone(),
-        }
-    }
-}
-
-#[async_trait]
-impl Statement for Tag {
-    fn schema(&self) -> SchemaRef {
-        tag_schema()
-    }
-
-    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let location = self.table_location(state).await?;
-        Ok(Arc::new(LanceTagExec::new(location, self.change.clone())))
+        ))
     }
 }

@@ -18,24 +18,18 @@
 //! nothing); the result is one row: `versions_removed, files_removed,
 //! orphans_removed, bytes_removed`.
 
-use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use chrono::TimeDelta;
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{ScalarValue, plan_err};
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::Expr;
-use datafusion::physical_plan::ExecutionPlan;
 
 use crate::error::Error;
-use crate::location::{TableLocation, redact_uri};
-use crate::physical_plan::vacuum::vacuum_schema;
-use crate::physical_plan::{LanceVacuumExec, VacuumOptions};
-use crate::table::statement::{NamedTable, Statement, StatementTable};
+use crate::physical_plan::VacuumOptions;
+use crate::table::statement::Maintain;
 
 /// SQL name of the vacuum function.
 pub const VACUUM_FUNCTION_NAME: &str = "lance_vacuum";
@@ -107,58 +101,6 @@ impl TableFunctionImpl for VacuumFunction {
                 }
             }
         }
-        Ok(StatementTable::provider(Vacuum {
-            target,
-            location: None,
-            options,
-        }))
-    }
-}
-
-/// `lance_vacuum(...)` as a table: scanning it plans a [`LanceVacuumExec`].
-pub(crate) struct Vacuum {
-    /// The table or location as the query names it.
-    pub(crate) target: String,
-    /// Where it lives, once resolved (see [`crate::resolve_lance_tables`]).
-    pub(crate) location: Option<TableLocation>,
-    pub(crate) options: VacuumOptions,
-}
-
-impl fmt::Debug for Vacuum {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The target may be a location with credentials in it.
-        f.debug_struct("Vacuum")
-            .field("target", &redact_uri(&self.target))
-            .finish_non_exhaustive()
-    }
-}
-
-impl NamedTable for Vacuum {
-    fn target(&self) -> &str {
-        &self.target
-    }
-
-    fn location(&self) -> Option<&TableLocation> {
-        self.location.as_ref()
-    }
-
-    fn with_location(&self, location: TableLocation) -> Self {
-        Self {
-            target: self.target.clone(),
-            location: Some(location),
-            options: self.options,
-        }
-    }
-}
-
-#[async_trait]
-impl Statement for Vacuum {
-    fn schema(&self) -> SchemaRef {
-        vacuum_schema()
-    }
-
-    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let location = self.table_location(state).await?;
-        Ok(Arc::new(LanceVacuumExec::new(location, self.options)))
+        Ok(Maintain::provider(target, options))
     }
 }

@@ -17,9 +17,9 @@ use datafusion::physical_plan::expressions::Column;
 use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
 use datafusion::prelude::SessionContext;
 use datafusion_lance::physical_plan::{
-    CommitKind, GroupRows, LanceCommitExec, LanceDeleteExec, LanceMergeExec, LanceOptimizeExec,
-    LanceTagExec, LanceUpdateExec, LanceVacuumExec, LanceWriteExec, OptimizeOptions, ScanOptions,
-    ScanParts, TagChange, VacuumOptions, WriteTarget,
+    CommitKind, GroupRows, IndexChange, LanceCommitExec, LanceDeleteExec, LanceIndexExec,
+    LanceMergeExec, LanceOptimizeExec, LanceTagExec, LanceUpdateExec, LanceVacuumExec,
+    LanceWriteExec, OptimizeOptions, ScanOptions, ScanParts, TagChange, VacuumOptions, WriteTarget,
 };
 use datafusion_lance::{
     LanceLogicalCodec, LancePhysicalCodec, LanceScanExec, LanceSessionContextExt, LanceSink,
@@ -171,6 +171,11 @@ const STATEMENTS: &[&str] = &[
     "SELECT * FROM lance_tag('{t}', 'update', 'codec')",
     "SELECT tag, version FROM lance_tags('{t}')",
     "SELECT * FROM lance_tag('{t}', 'delete', 'codec')",
+    "CREATE INDEX codec_idx ON {t} USING BTREE (id)",
+    "SELECT * FROM lance_create_index('{t}', 'codec_zone', 'v', 'zonemap')",
+    "SELECT name, columns, type, indexed_fragments, unindexed_rows FROM lance_indices('{t}')",
+    "DROP INDEX codec_idx ON {t}",
+    "SELECT * FROM lance_drop_index('{t}', 'codec_zone')",
     "SELECT fragments_added, indices_optimized FROM lance_optimize('{t}', 'indices=false')",
     "SELECT versions_removed, files_removed, orphans_removed FROM lance_vacuum('{t}', 'older_than=0s')",
     "TRUNCATE {t}",
@@ -559,6 +564,7 @@ enum NodeData {
     Vacuum(TableLocation, VacuumOptions),
     Tag(TableLocation, TagChange),
     Optimize(TableLocation, OptimizeOptions),
+    Index(TableLocation, IndexChange),
     Sink(WriteTarget, CommitKind, Option<LexRequirement>),
 }
 
@@ -582,11 +588,13 @@ fn node_data(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<NodeData>) {
             n.output(),
         ));
     } else if let Some(n) = node.downcast_ref::<LanceVacuumExec>() {
-        out.push(NodeData::Vacuum(n.location().clone(), n.options()));
+        out.push(NodeData::Vacuum(n.location().clone(), *n.work()));
     } else if let Some(n) = node.downcast_ref::<LanceOptimizeExec>() {
-        out.push(NodeData::Optimize(n.location().clone(), n.options()));
+        out.push(NodeData::Optimize(n.location().clone(), *n.work()));
+    } else if let Some(n) = node.downcast_ref::<LanceIndexExec>() {
+        out.push(NodeData::Index(n.location().clone(), n.work().clone()));
     } else if let Some(n) = node.downcast_ref::<LanceTagExec>() {
-        out.push(NodeData::Tag(n.location().clone(), n.change().clone()));
+        out.push(NodeData::Tag(n.location().clone(), n.work().clone()));
     } else if let Some(n) = node.downcast_ref::<DataSinkExec>()
         && let Some(sink) = n.sink().downcast_ref::<LanceSink>()
     {
@@ -636,6 +644,9 @@ async fn every_field_of_every_node_survives_a_round_trip() {
          WHEN MATCHED THEN DELETE WHEN NOT MATCHED BY SOURCE AND tg.id < 3 THEN DELETE",
         "SELECT * FROM lance_vacuum('a', 'older_than=90m', 'orphans_older_than=3d')",
         "SELECT * FROM lance_tag('a', 'create', 'fields', 1)",
+        "CREATE INDEX IF NOT EXISTS fields_idx ON a USING IVF_HNSW_PQ (v) \
+         WITH (num_partitions = 3, m = 9, metric = 'dot', replace = true)",
+        "DROP INDEX IF EXISTS fields_idx ON a",
         "SELECT * FROM lance_optimize('a', 'target_rows_per_fragment=77', \
          'materialize_deletions=false', 'materialize_deletions_threshold=0.5', 'indices=false')",
         "COPY (SELECT id FROM a) TO '{dir}/fields.lance' STORED AS LANCE \
@@ -703,8 +714,8 @@ async fn every_field_of_every_node_survives_a_round_trip() {
     assert_eq!(
         kinds.into_iter().collect::<Vec<_>>(),
         [
-            "Commit", "Delete", "Merge", "Optimize", "Scan", "Sink", "Tag", "Update", "Vacuum",
-            "Write"
+            "Commit", "Delete", "Index", "Merge", "Optimize", "Scan", "Sink", "Tag", "Update",
+            "Vacuum", "Write"
         ]
     );
 }

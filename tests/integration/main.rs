@@ -15,6 +15,7 @@ mod contention;
 mod differential;
 mod fuzz;
 mod index_pushdown;
+mod indexes;
 mod layout;
 mod merges;
 mod read_faults;

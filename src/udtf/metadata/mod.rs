@@ -1,4 +1,4 @@
-//! Metadata table functions: one row per version, fragment or tag of a
+//! Metadata table functions: one row per version, fragment, tag or index of a
 //! Lance table, read when the query is planned (diagnostics, not hot paths).
 //!
 //! | function | rows |
@@ -6,8 +6,10 @@
 //! | `lance_versions('<table or location>')` | [`versions`] |
 //! | `lance_fragments('<table or location>')` | [`fragments`] |
 //! | `lance_tags('<table or location>')` | [`tags`] |
+//! | `lance_indices('<table or location>')` | [`indices`] |
 
 pub(crate) mod fragments;
+pub(crate) mod indices;
 pub(crate) mod tags;
 pub(crate) mod versions;
 
@@ -36,6 +38,8 @@ pub const VERSIONS_FUNCTION_NAME: &str = "lance_versions";
 pub const FRAGMENTS_FUNCTION_NAME: &str = "lance_fragments";
 /// SQL name of the tag-list function.
 pub const TAGS_FUNCTION_NAME: &str = "lance_tags";
+/// SQL name of the index-list function.
+pub const INDICES_FUNCTION_NAME: &str = "lance_indices";
 
 /// Which metadata a [`MetadataFunction`] lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,11 +50,13 @@ pub enum MetadataKind {
     Fragments,
     /// `lance_tags`: one row per tag.
     Tags,
+    /// `lance_indices`: one row per index of the latest version.
+    Indices,
 }
 
 impl MetadataKind {
     /// Every kind.
-    pub const ALL: [MetadataKind; 3] = [Self::Versions, Self::Fragments, Self::Tags];
+    pub const ALL: [MetadataKind; 4] = [Self::Versions, Self::Fragments, Self::Tags, Self::Indices];
 
     /// The function's SQL name.
     pub fn function_name(self) -> &'static str {
@@ -58,6 +64,7 @@ impl MetadataKind {
             Self::Versions => VERSIONS_FUNCTION_NAME,
             Self::Fragments => FRAGMENTS_FUNCTION_NAME,
             Self::Tags => TAGS_FUNCTION_NAME,
+            Self::Indices => INDICES_FUNCTION_NAME,
         }
     }
 
@@ -66,6 +73,7 @@ impl MetadataKind {
             Self::Versions => versions::schema(),
             Self::Fragments => fragments::schema(),
             Self::Tags => tags::schema(),
+            Self::Indices => indices::schema(),
         }
     }
 
@@ -74,11 +82,12 @@ impl MetadataKind {
             Self::Versions => versions::batch(dataset, location).await,
             Self::Fragments => fragments::batch(dataset, location).await,
             Self::Tags => tags::batch(dataset, location).await,
+            Self::Indices => indices::batch(dataset, location).await,
         }
     }
 }
 
-/// `lance_versions`, `lance_fragments` or `lance_tags` (one string argument:
+/// `lance_versions`, `lance_fragments`, `lance_tags` or `lance_indices` (one string argument:
 /// a table name or a dataset location).
 #[derive(Debug)]
 pub struct MetadataFunction {

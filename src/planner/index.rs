@@ -1,0 +1,203 @@
+//! `CREATE INDEX` and `DROP INDEX` on Lance tables, planned from the parsed
+//! statement. DataFusion 54 parses `CREATE INDEX` but drops its `USING` and
+//! `WITH` and then cannot plan it; it plans no `DROP INDEX` at all.
+//!
+//! ```sql
+//! CREATE INDEX [IF NOT EXISTS] [<name>] ON <table> [USING <type>] (<column>) [WITH (<key> = <value>, ...)]
+//! CREATE INDEX <name> ON <table> (<column>) USING <type>
+//! DROP INDEX [IF EXISTS] <name> ON <table>
+//! ```
+//!
+//! The type defaults to `BTREE` and the name to `<column>_idx`. Both plan
+//! the same [`crate::physical_plan::LanceIndexExec`] as the table functions
+//! `lance_create_index` and `lance_drop_index`. Statements on tables that
+//! are not Lance tables are left to DataFusion.
+
+use datafusion::common::{DataFusionError, Result as DFResult, TableReference, plan_err};
+use datafusion::datasource::{TableProvider, provider_as_source};
+use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
+use datafusion::sql::planner::{IdentNormalizer, object_name_to_table_reference};
+use datafusion::sql::sqlparser::ast::{
+    CreateIndex, Expr as SqlExpr, IndexOption, IndexType, ObjectName, ObjectType, Statement, Value,
+};
+
+use crate::physical_plan::{IndexChange, IndexDefinition, IndexMethod};
+use crate::table::LanceTableProvider;
+use crate::table::lookup::registered_lance_table;
+use crate::table::statement::{Maintain, NamedTable, StatementTable};
+
+/// Plans `statement` when it is `CREATE INDEX` or `DROP INDEX` on a Lance
+/// table; `None` otherwise.
+pub(crate) async fn plan_index_statement(
+    state: &SessionState,
+    statement: &Statement,
+) -> DFResult<Option<LogicalPlan>> {
+    let normalize = state.config_options().sql_parser.enable_ident_normalization;
+    let idents = IdentNormalizer::new(normalize);
+    let table = match statement {
+        Statement::CreateIndex(create) => &create.table_name,
+        Statement::Drop {
+            object_type: ObjectType::Index,
+            table: Some(table),
+            ..
+        } => table,
+        Statement::Drop {
+            object_type: ObjectType::Index,
+            ..
+        } => {
+            return plan_err!("DROP INDEX: name the table too: DROP INDEX <name> ON <table>");
+        }
+        _ => return Ok(None),
+    };
+    let reference = object_name_to_table_reference(table.clone(), normalize)?;
+    let Some(lance) = registered_lance_table(state, &reference).await? else {
+        return Ok(None);
+    };
+    let change = match statement {
+        Statement::CreateIndex(create) => create_change(create, &reference, &lance, &idents)?,
+        Statement::Drop {
+            if_exists, names, ..
+        } => {
+            let [name] = names.as_slice() else {
+                return plan_err!("DROP INDEX: drop one index at a time");
+            };
+            IndexChange::Drop {
+                name: index_name(name, &idents)?,
+                if_exists: *if_exists,
+            }
+        }
+        _ => return Ok(None),
+    };
+    let statement = Maintain {
+        target: reference.to_string(),
+        location: None,
+        work: change,
+    }
+    .with_location(lance.location().clone());
+    let verb = match statement.work {
+        IndexChange::Create(_) => "create_index",
+        IndexChange::Drop { .. } => "drop_index",
+    };
+    Ok(Some(
+        LogicalPlanBuilder::scan(
+            format!("{verb}({reference})"),
+            provider_as_source(StatementTable::provider(statement)),
+            None,
+        )?
+        .build()?,
+    ))
+}
+
+/// The index a `CREATE INDEX` on the Lance table `lance` builds. Errors
+/// name the clause Lance has no use for.
+fn create_change(
+    create: &CreateIndex,
+    reference: &TableReference,
+    lance: &LanceTableProvider,
+    idents: &IdentNormalizer,
+) -> DFResult<IndexChange> {
+    let unsupported = [
+        (create.unique, "UNIQUE"),
+        (create.concurrently, "CONCURRENTLY"),
+        (!create.include.is_empty(), "INCLUDE"),
+        (create.nulls_distinct.is_some(), "NULLS [NOT] DISTINCT"),
+        (create.predicate.is_some(), "WHERE"),
+        (!create.alter_options.is_empty(), "ALGORITHM / LOCK"),
+    ];
+    if let Some((_, clause)) = unsupported.iter().find(|(present, _)| *present) {
+        return plan_err!("CREATE INDEX on '{reference}': Lance indices have no {clause} clause");
+    }
+    let [column] = create.columns.as_slice() else {
+        return plan_err!(
+            "CREATE INDEX on '{reference}': Lance indexes one column; got {}",
+            create.columns.len()
+        );
+    };
+    let column = match &column.column.expr {
+        SqlExpr::Identifier(ident) => idents.normalize(ident.clone()),
+        other => {
+            return plan_err!(
+                "CREATE INDEX on '{reference}': index a column by name, not '{other}'"
+            );
+        }
+    };
+    if lance.schema().field_with_name(&column).is_err() {
+        return plan_err!("CREATE INDEX on '{reference}': no column '{column}'");
+    }
+    let mut using = create.using.clone();
+    for option in &create.index_options {
+        match option {
+            IndexOption::Using(kind) => using = Some(kind.clone()),
+            other => {
+                return plan_err!("CREATE INDEX on '{reference}': '{other}' is not supported");
+            }
+        }
+    }
+    let in_statement = |e: crate::error::Error| {
+        DataFusionError::Plan(format!("CREATE INDEX on '{reference}': {e}"))
+    };
+    let method = match using {
+        None => IndexMethod::BTree,
+        Some(kind) => IndexMethod::parse(&index_type_name(&kind)).map_err(in_statement)?,
+    };
+    let mut options = Vec::new();
+    for expr in &create.with {
+        options.push(with_option(expr).ok_or_else(|| {
+            DataFusionError::Plan(format!(
+                "CREATE INDEX on '{reference}': WITH takes <key> = <value> pairs; got '{expr}'"
+            ))
+        })?);
+    }
+    let name = match &create.name {
+        Some(name) => index_name(name, idents)?,
+        None => format!("{column}_idx"),
+    };
+    Ok(IndexChange::Create(
+        IndexDefinition::new(name, column, method, options, create.if_not_exists)
+            .map_err(in_statement)?,
+    ))
+}
+
+/// The SQL spelling of a `USING` type.
+fn index_type_name(kind: &IndexType) -> String {
+    match kind {
+        IndexType::Custom(ident) => ident.value.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// An index name: one identifier.
+fn index_name(name: &ObjectName, idents: &IdentNormalizer) -> DFResult<String> {
+    match name.0.as_slice() {
+        [part] => match part.as_ident() {
+            Some(ident) => Ok(idents.normalize(ident.clone())),
+            None => plan_err!("'{name}' is not an index name"),
+        },
+        _ => plan_err!("index names are not qualified: '{name}'; name the table with ON <table>"),
+    }
+}
+
+/// `key = value` of a `WITH` list, the value a literal or a word.
+fn with_option(expr: &SqlExpr) -> Option<(String, String)> {
+    let SqlExpr::BinaryOp { left, op, right } = expr else {
+        return None;
+    };
+    if *op != datafusion::sql::sqlparser::ast::BinaryOperator::Eq {
+        return None;
+    }
+    let SqlExpr::Identifier(key) = left.as_ref() else {
+        return None;
+    };
+    let value = match right.as_ref() {
+        SqlExpr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+            Value::Number(n, _) => n.clone(),
+            Value::Boolean(b) => b.to_string(),
+            _ => return None,
+        },
+        SqlExpr::Identifier(word) => word.value.clone(),
+        _ => return None,
+    };
+    Some((key.value.clone(), value))
+}
