@@ -50,7 +50,8 @@ pub use udtf::{
     CACHE_STATS_FUNCTION_NAME, CREATE_INDEX_FUNCTION_NAME, CacheStatsFunction,
     DROP_INDEX_FUNCTION_NAME, FRAGMENTS_FUNCTION_NAME, INDICES_FUNCTION_NAME, IndexFunction,
     MetadataFunction, MetadataKind, OPTIMIZE_FUNCTION_NAME, OptimizeFunction, TAG_FUNCTION_NAME,
-    TAGS_FUNCTION_NAME, TagFunction, VACUUM_FUNCTION_NAME, VERSIONS_FUNCTION_NAME, VacuumFunction,
+    TAGS_FUNCTION_NAME, TagFunction, VACUUM_FUNCTION_NAME, VECTOR_SEARCH_FUNCTION_NAME,
+    VERSIONS_FUNCTION_NAME, VacuumFunction, VectorSearchFunction,
 };
 
 /// The `STORED AS` name of Lance tables.
@@ -92,6 +93,10 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         ctx.register_udtf(kind.function_name(), Arc::new(MetadataFunction::new(kind)));
     }
     ctx.register_udtf(VACUUM_FUNCTION_NAME, Arc::new(VacuumFunction::default()));
+    ctx.register_udtf(
+        VECTOR_SEARCH_FUNCTION_NAME,
+        Arc::new(VectorSearchFunction::default()),
+    );
     ctx.register_udtf(TAG_FUNCTION_NAME, Arc::new(TagFunction::default()));
     ctx.register_udtf(
         CREATE_INDEX_FUNCTION_NAME,

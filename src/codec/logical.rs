@@ -21,6 +21,7 @@ use super::maintenance::{
     encode_tag, encode_vacuum,
 };
 use super::proto::{self, provider::Table};
+use super::search::{decode_query, encode_query};
 use super::{
     StoragePolicy, check_format, decode_merge_options, decode_schema, decode_snapshot,
     encode_merge_options, encode_message, encode_schema, encode_snapshot, malformed, required,
@@ -36,6 +37,7 @@ use crate::table::statement::{Maintain, StatementTable, statement_of};
 use crate::table::{LanceTableProvider, ProviderParts};
 use crate::udtf::cache_stats::CacheStats;
 use crate::udtf::metadata::{Metadata, MetadataKind};
+use crate::udtf::vector_search::{QueryVector, VectorSearch};
 
 /// Starts the bytes of `STORED AS LANCE` (telling them from the formats
 /// DataFusion's default codec encodes).
@@ -229,6 +231,20 @@ impl LanceLogicalCodec {
                 optimize: Some(encode_optimize(optimize.work)),
             })));
         }
+        if let Some(search) = provider.downcast_ref::<VectorSearch>() {
+            let (vector, subquery) = match &search.vector {
+                QueryVector::Literal(v) => (v.clone(), None),
+                QueryVector::Subquery(plan) => (vec![], Some(self.encode_plan(plan)?)),
+            };
+            let mut query = search.query.clone();
+            query.vector = vector;
+            return Ok(Some(Table::VectorSearch(proto::VectorSearchTable {
+                name: search.name.clone(),
+                table: Some(self.encode_table(&search.table)?),
+                query: Some(encode_query(&query, self)?),
+                subquery,
+            })));
+        }
         if let Some(index) = statement_of::<Maintain<IndexChange>>(provider) {
             return Ok(Some(Table::Index(proto::IndexTable {
                 target: Some(self.encode_target(&index.target, index.location.as_ref())),
@@ -315,6 +331,21 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
             Table::Fragments(target) => self.decode_metadata(MetadataKind::Fragments, target)?,
             Table::Tags(target) => self.decode_metadata(MetadataKind::Tags, target)?,
             Table::Indices(target) => self.decode_metadata(MetadataKind::Indices, target)?,
+            Table::VectorSearch(search) => {
+                let mut query = decode_query(required(search.query, "vector query")?, ctx, self)?;
+                let vector = match search.subquery {
+                    Some(plan) => {
+                        QueryVector::Subquery(Arc::new(self.decode_plan(Some(plan), ctx)?))
+                    }
+                    None => QueryVector::Literal(std::mem::take(&mut query.vector)),
+                };
+                Arc::new(VectorSearch::new(
+                    search.name,
+                    self.decode_table(search.table, ctx)?,
+                    vector,
+                    query,
+                ))
+            }
             Table::Index(index) => {
                 let (target, location) = self.decode_target(index.target)?;
                 StatementTable::provider(Maintain {

@@ -59,6 +59,7 @@ mod logical;
 mod maintenance;
 mod physical;
 mod proto;
+mod search;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;

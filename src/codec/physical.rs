@@ -23,6 +23,7 @@ use super::maintenance::{
     encode_tag, encode_vacuum,
 };
 use super::proto::{self, physical_node::Node};
+use super::search::{decode_query, encode_query};
 use super::{
     StoragePolicy, check_format, decode_kind, decode_merge_options, decode_output, decode_schema,
     decode_snapshot, encode_kind, encode_merge_options, encode_message, encode_output,
@@ -31,7 +32,8 @@ use super::{
 use crate::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
 use crate::physical_plan::{
     LanceCommitExec, LanceDeleteExec, LanceIndexExec, LanceMergeExec, LanceOptimizeExec,
-    LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec, LanceWriteExec,
+    LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec,
+    LanceVectorSearchExec, LanceWriteExec,
 };
 
 /// Encodes and decodes the Lance physical nodes (see the [module
@@ -92,6 +94,18 @@ impl LancePhysicalCodec {
             return Ok(Some(Node::Optimize(proto::OptimizeNode {
                 location: Some(s.encode_location(optimize.location())),
                 optimize: Some(encode_optimize(*optimize.work())),
+            })));
+        }
+        if let Some(search) = node.downcast_ref::<LanceVectorSearchExec>() {
+            return Ok(Some(Node::VectorSearch(proto::VectorSearchNode {
+                location: Some(s.encode_location(search.location())),
+                snapshot: Some(encode_snapshot(search.snapshot())),
+                columns: search.columns().to_vec(),
+                query: Some(encode_query(
+                    search.query(),
+                    &DefaultLogicalExtensionCodec {},
+                )?),
+                schema: Some(encode_schema(&search.schema())?),
             })));
         }
         if let Some(index) = node.downcast_ref::<LanceIndexExec>() {
@@ -260,6 +274,17 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
             Node::Optimize(optimize) => Arc::new(LanceOptimizeExec::new(
                 s.decode_location(optimize.location)?,
                 decode_optimize(optimize.optimize)?,
+            )),
+            Node::VectorSearch(search) => Arc::new(LanceVectorSearchExec::new(
+                s.decode_location(search.location)?,
+                decode_snapshot(required(search.snapshot, "snapshot")?),
+                search.columns,
+                decode_query(
+                    required(search.query, "vector query")?,
+                    ctx,
+                    &DefaultLogicalExtensionCodec {},
+                )?,
+                decode_schema(search.schema)?,
             )),
             Node::Index(index) => Arc::new(LanceIndexExec::new(
                 s.decode_location(index.location)?,

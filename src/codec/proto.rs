@@ -281,6 +281,58 @@ pub(crate) struct IndexTable {
     pub change: Option<IndexChange>,
 }
 
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct VectorQuery {
+    #[prost(string, tag = "1")]
+    pub column: String,
+    #[prost(float, repeated, tag = "2")]
+    pub vector: Vec<f32>,
+    #[prost(uint64, tag = "3")]
+    pub k: u64,
+    #[prost(string, optional, tag = "4")]
+    pub metric: Option<String>,
+    #[prost(uint64, optional, tag = "5")]
+    pub nprobes: Option<u64>,
+    #[prost(uint32, optional, tag = "6")]
+    pub refine_factor: Option<u32>,
+    #[prost(uint64, optional, tag = "7")]
+    pub ef: Option<u64>,
+    #[prost(bool, tag = "8")]
+    pub prefilter: bool,
+    #[prost(bool, tag = "9")]
+    pub use_index: bool,
+    #[prost(message, optional, tag = "10")]
+    pub filter: Option<LogicalExprNode>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct VectorSearchNode {
+    #[prost(message, optional, tag = "1")]
+    pub location: Option<Location>,
+    #[prost(message, optional, tag = "2")]
+    pub snapshot: Option<Snapshot>,
+    #[prost(string, repeated, tag = "3")]
+    pub columns: Vec<String>,
+    #[prost(message, optional, tag = "4")]
+    pub query: Option<VectorQuery>,
+    #[prost(message, optional, tag = "5")]
+    pub schema: Option<Schema>,
+}
+
+/// `lance_vector_search(...)`: the table, the query (its vector empty when a
+/// subquery gives it) and the subquery.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct VectorSearchTable {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub table: Option<Table>,
+    #[prost(message, optional, tag = "3")]
+    pub query: Option<VectorQuery>,
+    #[prost(message, optional, tag = "4")]
+    pub subquery: Option<LogicalPlanNode>,
+}
+
 /// One Lance physical node (its inputs travel as DataFusion's).
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct PhysicalNode {
@@ -288,7 +340,7 @@ pub(crate) struct PhysicalNode {
     pub format: u32,
     #[prost(
         oneof = "physical_node::Node",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"
     )]
     pub node: Option<physical_node::Node>,
 }
@@ -322,6 +374,8 @@ pub(crate) mod physical_node {
         Optimize(super::OptimizeNode),
         #[prost(message, tag = "12")]
         Index(super::IndexNode),
+        #[prost(message, tag = "13")]
+        VectorSearch(super::VectorSearchNode),
     }
 }
 
@@ -433,17 +487,13 @@ pub(crate) struct Provider {
     pub format: u32,
     #[prost(
         oneof = "provider::Table",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14"
     )]
     pub table: Option<provider::Table>,
 }
 
 pub(crate) mod provider {
     #[derive(Clone, PartialEq, prost::Oneof)]
-    #[expect(
-        clippy::large_enum_variant,
-        reason = "one per encoded table, never stored"
-    )]
     pub(crate) enum Table {
         #[prost(message, tag = "2")]
         Lance(super::Table),
@@ -469,5 +519,7 @@ pub(crate) mod provider {
         Index(super::IndexTable),
         #[prost(message, tag = "13")]
         Indices(super::NamedTarget),
+        #[prost(message, tag = "14")]
+        VectorSearch(super::VectorSearchTable),
     }
 }

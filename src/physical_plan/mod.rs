@@ -23,6 +23,7 @@ pub(crate) mod target;
 pub(crate) mod transaction;
 pub(crate) mod update;
 pub(crate) mod vacuum;
+pub(crate) mod vector_search;
 pub(crate) mod write;
 
 pub use commit::LanceCommitExec;
@@ -38,4 +39,5 @@ pub use tag::{LanceTagExec, TagAction, TagChange};
 pub use target::{CommitKind, WriteOptions, WriteTarget};
 pub use update::LanceUpdateExec;
 pub use vacuum::{LanceVacuumExec, VacuumOptions};
+pub use vector_search::{DISTANCE_COLUMN, LanceVectorSearchExec, Metric, VectorQuery};
 pub use write::LanceWriteExec;

@@ -484,7 +484,7 @@ impl ScanRequest {
 
 /// Gives a Lance batch the exact schema the plan promised (field metadata and
 /// nullability as registered), checking column types.
-fn conform(batch: RecordBatch, schema: &SchemaRef) -> DFResult<RecordBatch> {
+pub(crate) fn conform(batch: RecordBatch, schema: &SchemaRef) -> DFResult<RecordBatch> {
     if batch.schema_ref() == schema {
         return Ok(batch);
     }

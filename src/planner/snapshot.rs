@@ -39,6 +39,7 @@ use crate::table::dml::LanceDml;
 use crate::table::merge::LanceMerge;
 use crate::table::statement::{Maintain, StatementTable, resolve_named, statement_of};
 use crate::udtf::metadata::Metadata;
+use crate::udtf::vector_search::{QueryVector, VectorSearch};
 
 /// Resolves every Lance table a statement references to one version, then
 /// delegates to the wrapped planner (see the module docs).
@@ -151,6 +152,21 @@ impl Snapshots {
                 return Ok(Some(StatementTable::provider(
                     merge.with_parts(target, source),
                 )));
+            }
+            if let Some(search) = provider.downcast_ref::<VectorSearch>() {
+                let table = self.fix_table(&search.table, state).await?;
+                let vector = match &search.vector {
+                    QueryVector::Subquery(plan) => QueryVector::Subquery(Arc::new(
+                        self.fix(state.optimize(plan)?, state).await?,
+                    )),
+                    literal => literal.clone(),
+                };
+                return Ok(Some(Arc::new(VectorSearch::new(
+                    search.name.clone(),
+                    table,
+                    vector,
+                    search.query.clone(),
+                ))));
             }
             let provider = provider.as_ref();
             if let Some(resolved) = resolve_named::<Metadata>(provider, state).await? {

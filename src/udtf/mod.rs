@@ -1,7 +1,7 @@
 //! Table functions: `lance_cache_stats()`, `lance_versions('t')`,
 //! `lance_fragments('t')`, `lance_tags('t')`, `lance_tag('t', ...)`,
 //! `lance_indices('t')`, `lance_create_index('t', ...)`, `lance_drop_index('t', ...)`,
-//! `lance_optimize('t')`, `lance_vacuum('t')`.
+//! `lance_optimize('t')`, `lance_vacuum('t')`, `lance_vector_search('t', ...)`.
 //!
 //! They only build providers in `call_with_args`; reads happen in `scan`.
 
@@ -11,6 +11,7 @@ pub(crate) mod metadata;
 pub(crate) mod optimize;
 pub(crate) mod tag;
 pub(crate) mod vacuum;
+pub(crate) mod vector_search;
 
 pub use cache_stats::{CACHE_STATS_FUNCTION_NAME, CacheStatsFunction};
 pub use index::{CREATE_INDEX_FUNCTION_NAME, DROP_INDEX_FUNCTION_NAME, IndexFunction};
@@ -21,3 +22,4 @@ pub use metadata::{
 pub use optimize::{OPTIMIZE_FUNCTION_NAME, OptimizeFunction};
 pub use tag::{TAG_FUNCTION_NAME, TagFunction};
 pub use vacuum::{VACUUM_FUNCTION_NAME, VacuumFunction};
+pub use vector_search::{VECTOR_SEARCH_FUNCTION_NAME, VectorSearchFunction};

@@ -1,0 +1,60 @@
+//! Encoding of a vector search's query, shared by the logical and physical
+//! codecs.
+
+use datafusion::error::Result as DFResult;
+use datafusion::execution::TaskContext;
+use datafusion_proto::logical_plan::LogicalExtensionCodec;
+use datafusion_proto::logical_plan::from_proto::parse_expr;
+use datafusion_proto::logical_plan::to_proto::serialize_expr;
+
+use super::{malformed, proto};
+use crate::physical_plan::{Metric, VectorQuery};
+
+pub(super) fn encode_query(
+    query: &VectorQuery,
+    codec: &dyn LogicalExtensionCodec,
+) -> DFResult<proto::VectorQuery> {
+    Ok(proto::VectorQuery {
+        column: query.column.clone(),
+        vector: query.vector.clone(),
+        k: query.k as u64,
+        metric: query.metric.map(|m| m.name().to_string()),
+        nprobes: query.nprobes.map(|n| n as u64),
+        refine_factor: query.refine_factor,
+        ef: query.ef.map(|n| n as u64),
+        prefilter: query.prefilter,
+        use_index: query.use_index,
+        filter: query
+            .filter
+            .as_ref()
+            .map(|f| serialize_expr(f, codec))
+            .transpose()?,
+    })
+}
+
+pub(super) fn decode_query(
+    query: proto::VectorQuery,
+    ctx: &TaskContext,
+    codec: &dyn LogicalExtensionCodec,
+) -> DFResult<VectorQuery> {
+    let size =
+        |n: u64, what: &str| usize::try_from(n).map_err(|_| malformed(format!("{what} of {n}")));
+    Ok(VectorQuery {
+        column: query.column,
+        vector: query.vector,
+        k: size(query.k, "k")?,
+        metric: query
+            .metric
+            .map(|m| Metric::parse(&m).ok_or_else(|| malformed(format!("metric '{m}'"))))
+            .transpose()?,
+        nprobes: query.nprobes.map(|n| size(n, "nprobes")).transpose()?,
+        refine_factor: query.refine_factor,
+        ef: query.ef.map(|n| size(n, "ef")).transpose()?,
+        prefilter: query.prefilter,
+        use_index: query.use_index,
+        filter: query
+            .filter
+            .map(|f| parse_expr(&f, ctx, codec))
+            .transpose()?,
+    })
+}

@@ -1,0 +1,468 @@
+//! `lance_vector_search('<table>', '<vector column>', <query vector>, <k>
+//! [, '<option>=<value>' ...])`: the table's columns plus `_distance` for
+//! the `k` rows nearest to the query vector, nearest first — Lance's
+//! `Scanner::nearest`, with the column's ANN index when it has one.
+//!
+//! The query vector is an array literal (`[0.1, 0.2, ...]`) or a scalar
+//! subquery returning one (evaluated once, when the statement is planned).
+//! Options:
+//!
+//! | option | meaning |
+//! |---|---|
+//! | `metric=l2\|cosine\|dot` | the distance (the index's, or `l2`, by default) |
+//! | `nprobes=<n>` | IVF partitions probed (Lance's adaptive default otherwise) |
+//! | `refine_factor=<n>` | re-rank `k × n` candidates with exact distances |
+//! | `ef=<n>` | HNSW search breadth |
+//! | `use_index=true\|false` | `false`: exact search even with an index |
+//! | `filter=<SQL predicate>` | rows the search considers, planned by DataFusion |
+//! | `prefilter=true\|false` | `true` (default): filter, then search (`k` matching rows); `false`: search, then filter (fewer rows may remain) |
+//!
+//! A prefilter is evaluated by Lance, so it must be one Lance answers with
+//! DataFusion's semantics (the pushdown rules of [`crate::table`]); any
+//! other is an error that says to use a postfilter or `WHERE`. A `WHERE`
+//! on the function's result filters the `k` rows found, as SQL says.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Float32Type, Schema, SchemaRef};
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::{DFSchema, ScalarValue, TableReference, plan_err};
+use datafusion::dataframe::DataFrame;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::filter::FilterExec;
+use futures::FutureExt;
+
+use crate::config::parse_bool;
+use crate::error::Error;
+use crate::location::Snapshot;
+use crate::physical_plan::target::project;
+use crate::physical_plan::vector_search::distance_field;
+use crate::physical_plan::{LanceVectorSearchExec, Metric, VectorQuery};
+use crate::table::LanceTableProvider;
+use crate::table::index_rules::ColumnIndexes;
+use crate::table::lookup::registered_lance_table;
+use crate::table::pushdown;
+
+/// SQL name of the vector-search function.
+pub const VECTOR_SEARCH_FUNCTION_NAME: &str = "lance_vector_search";
+
+/// `lance_vector_search(...)`.
+#[derive(Debug, Default)]
+pub struct VectorSearchFunction {}
+
+fn usage() -> String {
+    format!(
+        "usage: {VECTOR_SEARCH_FUNCTION_NAME}('<table>', '<vector column>', <query vector>, <k> \
+         [, '<option>=<value>' ...])"
+    )
+}
+
+fn string(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Literal(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)),
+            _,
+        ) => Some(s),
+        _ => None,
+    }
+}
+
+/// The floats of a list literal.
+fn floats(value: &ScalarValue) -> Option<Vec<f32>> {
+    let list = match value {
+        ScalarValue::List(a) => a.value(0),
+        ScalarValue::LargeList(a) => a.value(0),
+        ScalarValue::FixedSizeList(a) => a.value(0),
+        _ => return None,
+    };
+    if list.null_count() > 0 || !list.data_type().is_numeric() {
+        return None;
+    }
+    let list = cast(&list, &DataType::Float32).ok()?;
+    Some(list.as_primitive::<Float32Type>().values().to_vec())
+}
+
+/// The query vector as written.
+#[derive(Debug, Clone)]
+pub(crate) enum QueryVector {
+    /// An array literal.
+    Literal(Vec<f32>),
+    /// A scalar subquery, evaluated when the statement is planned.
+    Subquery(Arc<LogicalPlan>),
+}
+
+impl TableFunctionImpl for VectorSearchFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
+        let exprs = args.exprs();
+        if exprs.len() < 4 {
+            return plan_err!(
+                "{VECTOR_SEARCH_FUNCTION_NAME} takes at least 4 arguments; {}",
+                usage()
+            );
+        }
+        let (Some(name), Some(column)) = (string(&exprs[0]), string(&exprs[1])) else {
+            return plan_err!(
+                "{VECTOR_SEARCH_FUNCTION_NAME}: the table and the column are strings; {}",
+                usage()
+            );
+        };
+        let table = lookup(args.session(), name)?;
+        let schema = table.schema();
+        let dim = match schema.field_with_name(column).map(|f| f.data_type()) {
+            Ok(DataType::FixedSizeList(item, dim)) if item.data_type().is_floating() => *dim,
+            Ok(other) => {
+                return plan_err!(
+                    "{VECTOR_SEARCH_FUNCTION_NAME}: column '{column}' of '{name}' is {other}, \
+                     not a vector (a fixed-size list of floats)"
+                );
+            }
+            Err(_) => {
+                return plan_err!(
+                    "{VECTOR_SEARCH_FUNCTION_NAME}: '{name}' has no column '{column}'"
+                );
+            }
+        };
+        let vector = match &exprs[2] {
+            Expr::Literal(value, _) => match floats(value) {
+                Some(v) => {
+                    check_dimension(&v, column, dim)?;
+                    QueryVector::Literal(v)
+                }
+                None => {
+                    return plan_err!(
+                        "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector must be an array of \
+                         numbers without NULLs; got {value}"
+                    );
+                }
+            },
+            Expr::ScalarSubquery(subquery) => QueryVector::Subquery(Arc::clone(&subquery.subquery)),
+            other => {
+                return plan_err!(
+                    "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector must be an array literal or \
+                     a scalar subquery; got {other}"
+                );
+            }
+        };
+        let k = match &exprs[3] {
+            Expr::Literal(v, _) if v.data_type().is_integer() => {
+                match v.cast_to(&DataType::Int64)? {
+                    ScalarValue::Int64(Some(k)) if k > 0 => k as usize,
+                    _ => {
+                        return plan_err!(
+                            "{VECTOR_SEARCH_FUNCTION_NAME}: k must be positive; got {v}"
+                        );
+                    }
+                }
+            }
+            other => {
+                return plan_err!(
+                    "{VECTOR_SEARCH_FUNCTION_NAME}: k must be an integer; got {other}"
+                );
+            }
+        };
+        let mut search = VectorSearch::new(
+            name.to_string(),
+            Arc::clone(&table),
+            vector,
+            VectorQuery {
+                column: column.to_string(),
+                vector: vec![],
+                k,
+                metric: None,
+                nprobes: None,
+                refine_factor: None,
+                ef: None,
+                prefilter: true,
+                use_index: true,
+                filter: None,
+            },
+        );
+        for option in &exprs[4..] {
+            let Some(option) = string(option) else {
+                return plan_err!(
+                    "{VECTOR_SEARCH_FUNCTION_NAME}: options are strings; {}",
+                    usage()
+                );
+            };
+            search.set(option, args.session())?;
+        }
+        Ok(Arc::new(search))
+    }
+}
+
+/// The registered Lance table `name` (a table registered in a catalog whose
+/// lookup needs no I/O, as `CREATE EXTERNAL TABLE` tables are).
+fn lookup(session: &dyn Session, name: &str) -> DFResult<Arc<LanceTableProvider>> {
+    let reference = TableReference::from(name);
+    match registered_lance_table(session, &reference).now_or_never() {
+        Some(Ok(Some(table))) => Ok(table),
+        Some(Err(e)) => Err(e),
+        _ => plan_err!(
+            "{VECTOR_SEARCH_FUNCTION_NAME}: '{name}' is not a registered Lance table; register \
+             the dataset first (CREATE EXTERNAL TABLE {name} STORED AS LANCE LOCATION '...')"
+        ),
+    }
+}
+
+fn with_distance(schema: &Schema) -> SchemaRef {
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(distance_field());
+    Arc::new(Schema::new(fields))
+}
+
+/// A `lance_vector_search(...)` call: a table whose scan plans a
+/// [`LanceVectorSearchExec`].
+pub(crate) struct VectorSearch {
+    /// The table as the query names it.
+    pub(crate) name: String,
+    pub(crate) table: Arc<LanceTableProvider>,
+    pub(crate) vector: QueryVector,
+    /// Everything but the vector (filled in when planned).
+    pub(crate) query: VectorQuery,
+    pub(crate) schema: SchemaRef,
+}
+
+impl fmt::Debug for VectorSearch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VectorSearch")
+            .field("name", &self.name)
+            .field("query", &self.query)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VectorSearch {
+    /// The search `query` (its vector from `vector`) on `table`, called
+    /// `name` in the query.
+    pub(crate) fn new(
+        name: String,
+        table: Arc<LanceTableProvider>,
+        vector: QueryVector,
+        query: VectorQuery,
+    ) -> Self {
+        let schema = with_distance(&table.schema());
+        Self {
+            name,
+            table,
+            vector,
+            query,
+            schema,
+        }
+    }
+
+    fn set(&mut self, option: &str, session: &dyn Session) -> DFResult<()> {
+        let Some((key, value)) = option.split_once('=') else {
+            return Err(unknown(option).into());
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let count = |value: &str| match value.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(Error::invalid_option(
+                key,
+                value,
+                "must be a positive integer",
+            )),
+        };
+        let q = &mut self.query;
+        match key {
+            "metric" => {
+                q.metric = Some(Metric::parse(value).ok_or_else(|| {
+                    Error::invalid_option(key, value, "must be 'l2', 'cosine' or 'dot'")
+                })?)
+            }
+            "nprobes" => q.nprobes = Some(count(value)?),
+            "refine_factor" => {
+                q.refine_factor = Some(
+                    u32::try_from(count(value)?)
+                        .map_err(|_| Error::invalid_option(key, value, "is too large"))?,
+                )
+            }
+            "ef" => q.ef = Some(count(value)?),
+            "use_index" => q.use_index = parse_bool(key, value)?,
+            "prefilter" => q.prefilter = parse_bool(key, value)?,
+            "filter" => {
+                let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
+                    return plan_err!("{VECTOR_SEARCH_FUNCTION_NAME}: filters need a SessionState");
+                };
+                let schema = DFSchema::try_from(self.table.schema().as_ref().clone())?;
+                let filter = state.create_logical_expr(value, &schema).map_err(|e| {
+                    DataFusionError::Plan(format!(
+                        "{VECTOR_SEARCH_FUNCTION_NAME}: filter '{value}': {e}"
+                    ))
+                })?;
+                q.filter = Some(filter);
+            }
+            _ => return Err(unknown(option).into()),
+        }
+        Ok(())
+    }
+
+    /// The query vector: the literal, or the subquery's one value.
+    async fn vector(&self, state: &dyn Session) -> DFResult<Vec<f32>> {
+        let plan = match &self.vector {
+            QueryVector::Literal(v) => return Ok(v.clone()),
+            QueryVector::Subquery(plan) => plan,
+        };
+        let Some(state) = state.as_any().downcast_ref::<SessionState>() else {
+            return plan_err!("{VECTOR_SEARCH_FUNCTION_NAME}: subqueries need a SessionState");
+        };
+        let batches = DataFrame::new(state.clone(), plan.as_ref().clone())
+            .collect()
+            .await?;
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        let value = match (rows, batches.iter().find(|b| b.num_rows() > 0)) {
+            (1, Some(batch)) if batch.num_columns() == 1 => {
+                ScalarValue::try_from_array(batch.column(0), 0)?
+            }
+            _ => {
+                return plan_err!(
+                    "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector subquery returned {rows} \
+                     rows; it must return one vector"
+                );
+            }
+        };
+        let wrapped = match &value {
+            ScalarValue::List(_) | ScalarValue::LargeList(_) | ScalarValue::FixedSizeList(_) => {
+                floats(&value)
+            }
+            _ => None,
+        };
+        wrapped.ok_or_else(|| {
+            DataFusionError::Plan(format!(
+                "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector subquery returned {value}, not \
+                 an array of numbers without NULLs"
+            ))
+        })
+    }
+}
+
+fn unknown(option: &str) -> Error {
+    Error::UnknownOption {
+        key: option.to_string(),
+        hint: format!(
+            " for {VECTOR_SEARCH_FUNCTION_NAME}: use 'metric=', 'nprobes=', 'refine_factor=', \
+             'ef=', 'use_index=', 'filter=' or 'prefilter='"
+        ),
+    }
+}
+
+#[async_trait]
+impl TableProvider for VectorSearch {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let dataset = self.table.snapshot(state).await?;
+        let table_schema = self.table.schema();
+        let mut query = self.query.clone();
+        query.vector = self.vector(state).await?;
+        if let Ok(DataType::FixedSizeList(_, dim)) = table_schema
+            .field_with_name(&query.column)
+            .map(|f| f.data_type())
+        {
+            check_dimension(&query.vector, &query.column, *dim)?;
+        }
+        let distance = table_schema.fields().len();
+        let wanted: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..=distance).collect(),
+        };
+        // The table columns read: the projection, plus a postfilter's columns.
+        let mut read: Vec<usize> = wanted.iter().copied().filter(|&i| i != distance).collect();
+        let postfilter = match query.filter.take() {
+            Some(filter) if query.prefilter => {
+                let indexes = ColumnIndexes::of(&dataset).await;
+                for conjunct in split_conjunction(&filter) {
+                    if !pushdown::is_exact(conjunct, &table_schema)
+                        || !indexes.allows(conjunct, &table_schema)
+                    {
+                        return plan_err!(
+                            "{VECTOR_SEARCH_FUNCTION_NAME}: Lance cannot prefilter on \
+                             '{conjunct}' with DataFusion's semantics; use 'prefilter=false' \
+                             (filter the k rows found) or filter in WHERE"
+                        );
+                    }
+                }
+                query.filter = Some(filter);
+                None
+            }
+            other => other,
+        };
+        if let Some(filter) = &postfilter {
+            for c in filter.column_refs() {
+                let i = table_schema.index_of(&c.name)?;
+                if !read.contains(&i) {
+                    read.push(i);
+                }
+            }
+        }
+        let columns: Vec<String> = read
+            .iter()
+            .map(|&i| table_schema.field(i).name().clone())
+            .collect();
+        let mut fields: Vec<Field> = read
+            .iter()
+            .map(|&i| table_schema.field(i).clone())
+            .collect();
+        fields.push(distance_field());
+        let node_schema = Arc::new(Schema::new(fields));
+        let mut plan: Arc<dyn ExecutionPlan> = Arc::new(LanceVectorSearchExec::new(
+            self.table.location().clone(),
+            Snapshot::of(&dataset),
+            columns,
+            query,
+            Arc::clone(&node_schema),
+        ));
+        if let Some(filter) = postfilter {
+            let df_schema = DFSchema::try_from(node_schema.as_ref().clone())?;
+            let predicate = state.create_physical_expr(filter, &df_schema)?;
+            plan = Arc::new(FilterExec::try_new(predicate, plan)?);
+        }
+        // From the node's order (read columns, then _distance) to the one asked.
+        let order: Vec<usize> = wanted
+            .iter()
+            .map(|&i| {
+                if i == distance {
+                    read.len()
+                } else {
+                    read.iter().position(|&r| r == i).unwrap_or_default()
+                }
+            })
+            .collect();
+        project(plan, Some(&order))
+    }
+}
+
+/// An error unless the query vector has the column's dimension.
+fn check_dimension(query: &[f32], column: &str, dim: i32) -> Result<(), Error> {
+    if query.len() == dim as usize {
+        Ok(())
+    } else {
+        Err(Error::unsupported(format!(
+            "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector has {} dimensions; column '{column}' holds {dim}",
+            query.len()
+        )))
+    }
+}
