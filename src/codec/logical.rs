@@ -21,7 +21,7 @@ use super::maintenance::{
     encode_tag, encode_vacuum,
 };
 use super::proto::{self, provider::Table};
-use super::search::{decode_query, encode_query};
+use super::search::{decode_query, decode_text, encode_query, encode_text};
 use super::{
     StoragePolicy, check_format, decode_merge_options, decode_schema, decode_snapshot,
     encode_merge_options, encode_message, encode_schema, encode_snapshot, malformed, required,
@@ -37,7 +37,8 @@ use crate::table::statement::{Maintain, StatementTable, statement_of};
 use crate::table::{LanceTableProvider, ProviderParts};
 use crate::udtf::cache_stats::CacheStats;
 use crate::udtf::metadata::{Metadata, MetadataKind};
-use crate::udtf::vector_search::{QueryVector, VectorSearch};
+use crate::udtf::search::fts::FullTextSearch;
+use crate::udtf::search::vector::{QueryVector, VectorSearch};
 
 /// Starts the bytes of `STORED AS LANCE` (telling them from the formats
 /// DataFusion's default codec encodes).
@@ -245,6 +246,13 @@ impl LanceLogicalCodec {
                 subquery,
             })));
         }
+        if let Some(search) = provider.downcast_ref::<FullTextSearch>() {
+            return Ok(Some(Table::FullTextSearch(proto::FullTextSearchTable {
+                name: search.name.clone(),
+                table: Some(self.encode_table(&search.table)?),
+                text: Some(encode_text(&search.query, self)?),
+            })));
+        }
         if let Some(index) = statement_of::<Maintain<IndexChange>>(provider) {
             return Ok(Some(Table::Index(proto::IndexTable {
                 target: Some(self.encode_target(&index.target, index.location.as_ref())),
@@ -346,6 +354,11 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
                     query,
                 ))
             }
+            Table::FullTextSearch(search) => Arc::new(FullTextSearch::new(
+                search.name,
+                self.decode_table(search.table, ctx)?,
+                decode_text(required(search.text, "text query")?, ctx, self)?,
+            )),
             Table::Index(index) => {
                 let (target, location) = self.decode_target(index.target)?;
                 StatementTable::provider(Maintain {

@@ -23,7 +23,7 @@ use super::maintenance::{
     encode_tag, encode_vacuum,
 };
 use super::proto::{self, physical_node::Node};
-use super::search::{decode_query, encode_query};
+use super::search::{decode_query, decode_text, encode_query, encode_text};
 use super::{
     StoragePolicy, check_format, decode_kind, decode_merge_options, decode_output, decode_schema,
     decode_snapshot, encode_kind, encode_merge_options, encode_message, encode_output,
@@ -32,9 +32,9 @@ use super::{
 use crate::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
 use crate::physical_plan::{
     LanceCommitExec, LanceDeleteExec, LanceIndexExec, LanceMergeExec, LanceOptimizeExec,
-    LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec,
-    LanceVectorSearchExec, LanceWriteExec,
+    LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec, LanceWriteExec,
 };
+use crate::physical_plan::{LanceSearchExec, SearchQuery};
 
 /// Encodes and decodes the Lance physical nodes (see the [module
 /// docs](super)). Compose it with other codecs (e.g. datafusion-proto's
@@ -96,16 +96,19 @@ impl LancePhysicalCodec {
                 optimize: Some(encode_optimize(*optimize.work())),
             })));
         }
-        if let Some(search) = node.downcast_ref::<LanceVectorSearchExec>() {
-            return Ok(Some(Node::VectorSearch(proto::VectorSearchNode {
+        if let Some(search) = node.downcast_ref::<LanceSearchExec>() {
+            let codec = DefaultLogicalExtensionCodec {};
+            let (query, text) = match search.query() {
+                SearchQuery::Vector(q) => (Some(encode_query(q, &codec)?), None),
+                SearchQuery::FullText(q) => (None, Some(encode_text(q, &codec)?)),
+            };
+            return Ok(Some(Node::Search(proto::SearchNode {
                 location: Some(s.encode_location(search.location())),
                 snapshot: Some(encode_snapshot(search.snapshot())),
                 columns: search.columns().to_vec(),
-                query: Some(encode_query(
-                    search.query(),
-                    &DefaultLogicalExtensionCodec {},
-                )?),
+                query,
                 schema: Some(encode_schema(&search.schema())?),
+                text,
             })));
         }
         if let Some(index) = node.downcast_ref::<LanceIndexExec>() {
@@ -275,17 +278,21 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
                 s.decode_location(optimize.location)?,
                 decode_optimize(optimize.optimize)?,
             )),
-            Node::VectorSearch(search) => Arc::new(LanceVectorSearchExec::new(
-                s.decode_location(search.location)?,
-                decode_snapshot(required(search.snapshot, "snapshot")?),
-                search.columns,
-                decode_query(
-                    required(search.query, "vector query")?,
-                    ctx,
-                    &DefaultLogicalExtensionCodec {},
-                )?,
-                decode_schema(search.schema)?,
-            )),
+            Node::Search(search) => {
+                let codec = DefaultLogicalExtensionCodec {};
+                let query = match (search.query, search.text) {
+                    (Some(q), None) => SearchQuery::Vector(decode_query(q, ctx, &codec)?),
+                    (None, Some(q)) => SearchQuery::FullText(decode_text(q, ctx, &codec)?),
+                    _ => return Err(malformed("search query")),
+                };
+                Arc::new(LanceSearchExec::new(
+                    s.decode_location(search.location)?,
+                    decode_snapshot(required(search.snapshot, "snapshot")?),
+                    search.columns,
+                    query,
+                    decode_schema(search.schema)?,
+                ))
+            }
             Node::Index(index) => Arc::new(LanceIndexExec::new(
                 s.decode_location(index.location)?,
                 decode_index(index.change)?,

@@ -306,7 +306,26 @@ pub(crate) struct VectorQuery {
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
-pub(crate) struct VectorSearchNode {
+pub(crate) struct TextQuery {
+    #[prost(string, tag = "1")]
+    pub query: String,
+    #[prost(string, repeated, tag = "2")]
+    pub columns: Vec<String>,
+    #[prost(uint64, optional, tag = "3")]
+    pub limit: Option<u64>,
+    #[prost(bool, tag = "4")]
+    pub all_words: bool,
+    #[prost(uint32, optional, tag = "5")]
+    pub fuzziness: Option<u32>,
+    #[prost(bool, tag = "6")]
+    pub phrase: bool,
+    #[prost(message, optional, tag = "7")]
+    pub filter: Option<LogicalExprNode>,
+}
+
+/// A search node: `query` (vector) or `text` (full text).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct SearchNode {
     #[prost(message, optional, tag = "1")]
     pub location: Option<Location>,
     #[prost(message, optional, tag = "2")]
@@ -317,6 +336,18 @@ pub(crate) struct VectorSearchNode {
     pub query: Option<VectorQuery>,
     #[prost(message, optional, tag = "5")]
     pub schema: Option<Schema>,
+    #[prost(message, optional, tag = "6")]
+    pub text: Option<TextQuery>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct FullTextSearchTable {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub table: Option<Table>,
+    #[prost(message, optional, tag = "3")]
+    pub text: Option<TextQuery>,
 }
 
 /// `lance_vector_search(...)`: the table, the query (its vector empty when a
@@ -347,10 +378,6 @@ pub(crate) struct PhysicalNode {
 
 pub(crate) mod physical_node {
     #[derive(Clone, PartialEq, prost::Oneof)]
-    #[expect(
-        clippy::large_enum_variant,
-        reason = "one per encoded node, never stored"
-    )]
     pub(crate) enum Node {
         #[prost(message, tag = "2")]
         Scan(super::ScanNode),
@@ -375,7 +402,7 @@ pub(crate) mod physical_node {
         #[prost(message, tag = "12")]
         Index(super::IndexNode),
         #[prost(message, tag = "13")]
-        VectorSearch(super::VectorSearchNode),
+        Search(super::SearchNode),
     }
 }
 
@@ -487,7 +514,7 @@ pub(crate) struct Provider {
     pub format: u32,
     #[prost(
         oneof = "provider::Table",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15"
     )]
     pub table: Option<provider::Table>,
 }
@@ -521,5 +548,7 @@ pub(crate) mod provider {
         Indices(super::NamedTarget),
         #[prost(message, tag = "14")]
         VectorSearch(super::VectorSearchTable),
+        #[prost(message, tag = "15")]
+        FullTextSearch(super::FullTextSearchTable),
     }
 }

@@ -1,5 +1,5 @@
-//! Encoding of a vector search's query, shared by the logical and physical
-//! codecs.
+//! Encoding of search queries (vector and full text), shared by the logical
+//! and physical codecs.
 
 use datafusion::error::Result as DFResult;
 use datafusion::execution::TaskContext;
@@ -8,7 +8,7 @@ use datafusion_proto::logical_plan::from_proto::parse_expr;
 use datafusion_proto::logical_plan::to_proto::serialize_expr;
 
 use super::{malformed, proto};
-use crate::physical_plan::{Metric, VectorQuery};
+use crate::physical_plan::{Metric, TextQuery, VectorQuery};
 
 pub(super) fn encode_query(
     query: &VectorQuery,
@@ -52,6 +52,47 @@ pub(super) fn decode_query(
         ef: query.ef.map(|n| size(n, "ef")).transpose()?,
         prefilter: query.prefilter,
         use_index: query.use_index,
+        filter: query
+            .filter
+            .map(|f| parse_expr(&f, ctx, codec))
+            .transpose()?,
+    })
+}
+
+pub(super) fn encode_text(
+    query: &TextQuery,
+    codec: &dyn LogicalExtensionCodec,
+) -> DFResult<proto::TextQuery> {
+    Ok(proto::TextQuery {
+        query: query.query.clone(),
+        columns: query.columns.clone(),
+        limit: query.limit.map(|n| n as u64),
+        all_words: query.all_words,
+        fuzziness: query.fuzziness,
+        phrase: query.phrase,
+        filter: query
+            .filter
+            .as_ref()
+            .map(|f| serialize_expr(f, codec))
+            .transpose()?,
+    })
+}
+
+pub(super) fn decode_text(
+    query: proto::TextQuery,
+    ctx: &TaskContext,
+    codec: &dyn LogicalExtensionCodec,
+) -> DFResult<TextQuery> {
+    Ok(TextQuery {
+        query: query.query,
+        columns: query.columns,
+        limit: query
+            .limit
+            .map(|n| usize::try_from(n).map_err(|_| malformed(format!("limit of {n}"))))
+            .transpose()?,
+        all_words: query.all_words,
+        fuzziness: query.fuzziness,
+        phrase: query.phrase,
         filter: query
             .filter
             .map(|f| parse_expr(&f, ctx, codec))

@@ -17,13 +17,13 @@ pub(crate) mod merge_options;
 pub(crate) mod optimize;
 pub(crate) mod rows;
 pub(crate) mod scan;
+pub(crate) mod search;
 pub(crate) mod sink;
 pub(crate) mod tag;
 pub(crate) mod target;
 pub(crate) mod transaction;
 pub(crate) mod update;
 pub(crate) mod vacuum;
-pub(crate) mod vector_search;
 pub(crate) mod write;
 
 pub use commit::LanceCommitExec;
@@ -34,10 +34,12 @@ pub use maintenance::{Maintenance, MaintenanceExec};
 pub use merge::LanceMergeExec;
 pub use optimize::{LanceOptimizeExec, OptimizeOptions};
 pub use scan::{GroupRows, LanceScanExec, ScanOptions, ScanParts};
+pub use search::{
+    DISTANCE_COLUMN, LanceSearchExec, Metric, SCORE_COLUMN, SearchQuery, TextQuery, VectorQuery,
+};
 pub use sink::LanceSink;
 pub use tag::{LanceTagExec, TagAction, TagChange};
 pub use target::{CommitKind, WriteOptions, WriteTarget};
 pub use update::LanceUpdateExec;
 pub use vacuum::{LanceVacuumExec, VacuumOptions};
-pub use vector_search::{DISTANCE_COLUMN, LanceVectorSearchExec, Metric, VectorQuery};
 pub use write::LanceWriteExec;

@@ -39,7 +39,8 @@ use crate::table::dml::LanceDml;
 use crate::table::merge::LanceMerge;
 use crate::table::statement::{Maintain, StatementTable, resolve_named, statement_of};
 use crate::udtf::metadata::Metadata;
-use crate::udtf::vector_search::{QueryVector, VectorSearch};
+use crate::udtf::search::fts::FullTextSearch;
+use crate::udtf::search::vector::{QueryVector, VectorSearch};
 
 /// Resolves every Lance table a statement references to one version, then
 /// delegates to the wrapped planner (see the module docs).
@@ -165,6 +166,14 @@ impl Snapshots {
                     search.name.clone(),
                     table,
                     vector,
+                    search.query.clone(),
+                ))));
+            }
+            if let Some(search) = provider.downcast_ref::<FullTextSearch>() {
+                let table = self.fix_table(&search.table, state).await?;
+                return Ok(Some(Arc::new(FullTextSearch::new(
+                    search.name.clone(),
+                    table,
                     search.query.clone(),
                 ))));
             }

@@ -168,6 +168,25 @@ impl ColumnIndexes {
         self.unreadable
     }
 
+    /// Whether `column` has an index of `kind`.
+    pub(crate) fn has(&self, column: &str, kind: &IndexKind) -> bool {
+        self.by_column
+            .get(column)
+            .is_some_and(|kinds| kinds.contains(kind))
+    }
+
+    /// The columns with an index of `kind`.
+    pub(crate) fn columns_with(&self, kind: &IndexKind) -> Vec<String> {
+        let mut columns: Vec<String> = self
+            .by_column
+            .iter()
+            .filter(|(_, kinds)| kinds.contains(kind))
+            .map(|(column, _)| column.clone())
+            .collect();
+        columns.sort();
+        columns
+    }
+
     /// True when some index covers `column`.
     pub(crate) fn covers(&self, column: &str) -> bool {
         self.unreadable || self.by_column.contains_key(column)

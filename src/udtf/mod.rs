@@ -1,7 +1,8 @@
 //! Table functions: `lance_cache_stats()`, `lance_versions('t')`,
 //! `lance_fragments('t')`, `lance_tags('t')`, `lance_tag('t', ...)`,
 //! `lance_indices('t')`, `lance_create_index('t', ...)`, `lance_drop_index('t', ...)`,
-//! `lance_optimize('t')`, `lance_vacuum('t')`, `lance_vector_search('t', ...)`.
+//! `lance_optimize('t')`, `lance_vacuum('t')`, `lance_vector_search('t', ...)`,
+//! `lance_fts('t', ...)`.
 //!
 //! They only build providers in `call_with_args`; reads happen in `scan`.
 
@@ -9,9 +10,9 @@ pub(crate) mod cache_stats;
 pub(crate) mod index;
 pub(crate) mod metadata;
 pub(crate) mod optimize;
+pub(crate) mod search;
 pub(crate) mod tag;
 pub(crate) mod vacuum;
-pub(crate) mod vector_search;
 
 pub use cache_stats::{CACHE_STATS_FUNCTION_NAME, CacheStatsFunction};
 pub use index::{CREATE_INDEX_FUNCTION_NAME, DROP_INDEX_FUNCTION_NAME, IndexFunction};
@@ -20,6 +21,7 @@ pub use metadata::{
     TAGS_FUNCTION_NAME, VERSIONS_FUNCTION_NAME,
 };
 pub use optimize::{OPTIMIZE_FUNCTION_NAME, OptimizeFunction};
+pub use search::fts::{FTS_FUNCTION_NAME, FtsFunction};
+pub use search::vector::{VECTOR_SEARCH_FUNCTION_NAME, VectorSearchFunction};
 pub use tag::{TAG_FUNCTION_NAME, TagFunction};
 pub use vacuum::{VACUUM_FUNCTION_NAME, VacuumFunction};
-pub use vector_search::{VECTOR_SEARCH_FUNCTION_NAME, VectorSearchFunction};

@@ -228,3 +228,49 @@ async fn every_index_type_is_the_index_lance_builds() {
         cases.len() - 1
     );
 }
+
+/// `lance_fts` returns the rows and scores of Lance's own
+/// `Scanner::full_text_search`, and its plan round-trips through the codec.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_text_search_answers_like_lance() {
+    use datafusion::physical_plan::collect;
+    use datafusion_lance::LanceSessionContextExt;
+    use datafusion_lance::codec::LancePhysicalCodec;
+    use datafusion_proto::bytes::{
+        physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+    };
+    use lance_index::scalar::FullTextSearchQuery;
+
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    table(&uri).await;
+    let ctx = context(2, &private_cache());
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    ok(&ctx, "CREATE INDEX s_fts ON t USING INVERTED (s)").await;
+    let ds = lance::Dataset::open(&uri).await.unwrap();
+    for words in ["word3", "other2 word5", "word1 word16 other4"] {
+        let statement = format!("SELECT id, _score FROM lance_fts('t', '{words}')");
+        let df = ctx.lance_sql(&statement).await.unwrap();
+        let ours = sorted_rows(&df.clone().collect().await.unwrap());
+        let mut scanner = ds.scan();
+        scanner.project(&["id"]).unwrap();
+        scanner
+            .full_text_search(FullTextSearchQuery::new(words.to_string()))
+            .unwrap();
+        let theirs = sorted_rows(&[scanner.try_into_batch().await.unwrap()]);
+        assert!(!ours.is_empty(), "{statement}");
+        assert_eq!(ours, theirs, "{statement}");
+
+        let plan = df.create_physical_plan().await.unwrap();
+        let codec = LancePhysicalCodec::new();
+        let bytes = physical_plan_to_bytes_with_extension_codec(plan, &codec).unwrap();
+        let decoded =
+            physical_plan_from_bytes_with_extension_codec(&bytes, &ctx.task_ctx(), &codec).unwrap();
+        let shipped = sorted_rows(&collect(decoded, ctx.task_ctx()).await.unwrap());
+        assert_eq!(shipped, ours, "{statement} after a round trip");
+    }
+}

@@ -387,7 +387,7 @@ fn exact_top(vectors: &[f32], dim: usize, q: &[f32], k: usize) -> Vec<(i64, f32)
 async fn a_vector_search_round_trips_through_the_codecs() {
     use datafusion::physical_plan::{collect, displayable};
     use datafusion_lance::codec::{LanceLogicalCodec, LancePhysicalCodec};
-    use datafusion_lance::physical_plan::LanceVectorSearchExec;
+    use datafusion_lance::physical_plan::LanceSearchExec;
     use datafusion_lance::{LanceSessionContextExt, resolve_lance_tables};
     use datafusion_proto::bytes::{
         logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
@@ -438,7 +438,7 @@ async fn a_vector_search_round_trips_through_the_codecs() {
         let node = |p: &Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
             let mut p = Arc::clone(p);
             loop {
-                if let Some(n) = p.downcast_ref::<LanceVectorSearchExec>() {
+                if let Some(n) = p.downcast_ref::<LanceSearchExec>() {
                     return (
                         n.location().clone(),
                         n.snapshot().clone(),

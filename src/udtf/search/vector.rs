@@ -28,29 +28,22 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, Float32Type, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Float32Type, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::{DFSchema, ScalarValue, TableReference, plan_err};
+use datafusion::common::{ScalarValue, plan_err};
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::session_state::SessionState;
-use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::filter::FilterExec;
-use futures::FutureExt;
 
+use super::{check_prefilter, lookup, parse_filter, plan_search, string, with_extra};
 use crate::config::parse_bool;
 use crate::error::Error;
-use crate::location::Snapshot;
-use crate::physical_plan::target::project;
-use crate::physical_plan::vector_search::distance_field;
-use crate::physical_plan::{LanceVectorSearchExec, Metric, VectorQuery};
+use crate::physical_plan::search::distance_field;
+use crate::physical_plan::{Metric, SearchQuery, VectorQuery};
 use crate::table::LanceTableProvider;
-use crate::table::index_rules::ColumnIndexes;
-use crate::table::lookup::registered_lance_table;
-use crate::table::pushdown;
 
 /// SQL name of the vector-search function.
 pub const VECTOR_SEARCH_FUNCTION_NAME: &str = "lance_vector_search";
@@ -64,18 +57,6 @@ fn usage() -> String {
         "usage: {VECTOR_SEARCH_FUNCTION_NAME}('<table>', '<vector column>', <query vector>, <k> \
          [, '<option>=<value>' ...])"
     )
-}
-
-fn string(expr: &Expr) -> Option<&str> {
-    match expr {
-        Expr::Literal(
-            ScalarValue::Utf8(Some(s))
-            | ScalarValue::Utf8View(Some(s))
-            | ScalarValue::LargeUtf8(Some(s)),
-            _,
-        ) => Some(s),
-        _ => None,
-    }
 }
 
 /// The floats of a list literal.
@@ -117,7 +98,7 @@ impl TableFunctionImpl for VectorSearchFunction {
                 usage()
             );
         };
-        let table = lookup(args.session(), name)?;
+        let table = lookup(VECTOR_SEARCH_FUNCTION_NAME, args.session(), name)?;
         let schema = table.schema();
         let dim = match schema.field_with_name(column).map(|f| f.data_type()) {
             Ok(DataType::FixedSizeList(item, dim)) if item.data_type().is_floating() => *dim,
@@ -201,26 +182,6 @@ impl TableFunctionImpl for VectorSearchFunction {
     }
 }
 
-/// The registered Lance table `name` (a table registered in a catalog whose
-/// lookup needs no I/O, as `CREATE EXTERNAL TABLE` tables are).
-fn lookup(session: &dyn Session, name: &str) -> DFResult<Arc<LanceTableProvider>> {
-    let reference = TableReference::from(name);
-    match registered_lance_table(session, &reference).now_or_never() {
-        Some(Ok(Some(table))) => Ok(table),
-        Some(Err(e)) => Err(e),
-        _ => plan_err!(
-            "{VECTOR_SEARCH_FUNCTION_NAME}: '{name}' is not a registered Lance table; register \
-             the dataset first (CREATE EXTERNAL TABLE {name} STORED AS LANCE LOCATION '...')"
-        ),
-    }
-}
-
-fn with_distance(schema: &Schema) -> SchemaRef {
-    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(distance_field());
-    Arc::new(Schema::new(fields))
-}
-
 /// A `lance_vector_search(...)` call: a table whose scan plans a
 /// [`LanceVectorSearchExec`].
 pub(crate) struct VectorSearch {
@@ -251,7 +212,7 @@ impl VectorSearch {
         vector: QueryVector,
         query: VectorQuery,
     ) -> Self {
-        let schema = with_distance(&table.schema());
+        let schema = with_extra(&table.schema(), distance_field());
         Self {
             name,
             table,
@@ -292,16 +253,12 @@ impl VectorSearch {
             "use_index" => q.use_index = parse_bool(key, value)?,
             "prefilter" => q.prefilter = parse_bool(key, value)?,
             "filter" => {
-                let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
-                    return plan_err!("{VECTOR_SEARCH_FUNCTION_NAME}: filters need a SessionState");
-                };
-                let schema = DFSchema::try_from(self.table.schema().as_ref().clone())?;
-                let filter = state.create_logical_expr(value, &schema).map_err(|e| {
-                    DataFusionError::Plan(format!(
-                        "{VECTOR_SEARCH_FUNCTION_NAME}: filter '{value}': {e}"
-                    ))
-                })?;
-                q.filter = Some(filter);
+                q.filter = Some(parse_filter(
+                    VECTOR_SEARCH_FUNCTION_NAME,
+                    session,
+                    &self.table,
+                    value,
+                )?)
             }
             _ => return Err(unknown(option).into()),
         }
@@ -384,77 +341,32 @@ impl TableProvider for VectorSearch {
         {
             check_dimension(&query.vector, &query.column, *dim)?;
         }
-        let distance = table_schema.fields().len();
-        let wanted: Vec<usize> = match projection {
-            Some(p) => p.clone(),
-            None => (0..=distance).collect(),
-        };
-        // The table columns read: the projection, plus a postfilter's columns.
-        let mut read: Vec<usize> = wanted.iter().copied().filter(|&i| i != distance).collect();
         let postfilter = match query.filter.take() {
             Some(filter) if query.prefilter => {
-                let indexes = ColumnIndexes::of(&dataset).await;
-                for conjunct in split_conjunction(&filter) {
-                    if !pushdown::is_exact(conjunct, &table_schema)
-                        || !indexes.allows(conjunct, &table_schema)
-                    {
-                        return plan_err!(
-                            "{VECTOR_SEARCH_FUNCTION_NAME}: Lance cannot prefilter on \
-                             '{conjunct}' with DataFusion's semantics; use 'prefilter=false' \
-                             (filter the k rows found) or filter in WHERE"
-                        );
-                    }
-                }
+                check_prefilter(
+                    VECTOR_SEARCH_FUNCTION_NAME,
+                    &filter,
+                    &dataset,
+                    &table_schema,
+                    "use 'prefilter=false' (filter the k rows found) or filter in WHERE",
+                )
+                .await?;
                 query.filter = Some(filter);
                 None
             }
             other => other,
         };
-        if let Some(filter) = &postfilter {
-            for c in filter.column_refs() {
-                let i = table_schema.index_of(&c.name)?;
-                if !read.contains(&i) {
-                    read.push(i);
-                }
-            }
-        }
-        let columns: Vec<String> = read
-            .iter()
-            .map(|&i| table_schema.field(i).name().clone())
-            .collect();
-        let mut fields: Vec<Field> = read
-            .iter()
-            .map(|&i| table_schema.field(i).clone())
-            .collect();
-        fields.push(distance_field());
-        let node_schema = Arc::new(Schema::new(fields));
-        let mut plan: Arc<dyn ExecutionPlan> = Arc::new(LanceVectorSearchExec::new(
-            self.table.location().clone(),
-            Snapshot::of(&dataset),
-            columns,
-            query,
-            Arc::clone(&node_schema),
-        ));
-        if let Some(filter) = postfilter {
-            let df_schema = DFSchema::try_from(node_schema.as_ref().clone())?;
-            let predicate = state.create_physical_expr(filter, &df_schema)?;
-            plan = Arc::new(FilterExec::try_new(predicate, plan)?);
-        }
-        // From the node's order (read columns, then _distance) to the one asked.
-        let order: Vec<usize> = wanted
-            .iter()
-            .map(|&i| {
-                if i == distance {
-                    read.len()
-                } else {
-                    read.iter().position(|&r| r == i).unwrap_or_default()
-                }
-            })
-            .collect();
-        project(plan, Some(&order))
+        plan_search(
+            state,
+            &self.table,
+            &dataset,
+            projection,
+            SearchQuery::Vector(query),
+            distance_field(),
+            postfilter,
+        )
     }
 }
-
 /// An error unless the query vector has the column's dimension.
 fn check_dimension(query: &[f32], column: &str, dim: i32) -> Result<(), Error> {
     if query.len() == dim as usize {

@@ -1,6 +1,8 @@
-//! [`LanceVectorSearchExec`]: the `k` rows of one table version nearest to a
-//! query vector, found by Lance's `Scanner::nearest` — with the column's ANN
-//! index when it has one (and `use_index` is on), exactly otherwise.
+//! [`LanceSearchExec`]: Lance's searches of one table version —
+//! `Scanner::nearest` (the `k` rows nearest to a query vector, with the
+//! column's ANN index when it has one and `use_index` is on, exactly
+//! otherwise) and `Scanner::full_text_search` (rows matching a text query
+//! through an INVERTED index, scored by BM25).
 
 use std::fmt;
 use std::sync::Arc;
@@ -18,6 +20,9 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use futures::TryStreamExt;
+use lance::dataset::scanner::Scanner;
+use lance_index::scalar::FullTextSearchQuery;
+use lance_index::scalar::inverted::query::{FtsQuery, MatchQuery, Operator, PhraseQuery};
 use lance_linalg::distance::DistanceType;
 
 use super::scan::conform;
@@ -28,9 +33,17 @@ use crate::session::LanceSessionCache;
 /// The name of the distance column a vector search adds.
 pub const DISTANCE_COLUMN: &str = "_distance";
 
+/// The name of the relevance column a full-text search adds.
+pub const SCORE_COLUMN: &str = "_score";
+
 /// The `_distance` field.
 pub(crate) fn distance_field() -> Field {
     Field::new(DISTANCE_COLUMN, DataType::Float32, true)
+}
+
+/// The `_score` field.
+pub(crate) fn score_field() -> Field {
+    Field::new(SCORE_COLUMN, DataType::Float32, true)
 }
 
 /// A distance metric Lance searches with.
@@ -100,26 +113,56 @@ pub struct VectorQuery {
     pub filter: Option<Expr>,
 }
 
-/// `lance_vector_search(...)` on one snapshot: emits the projected columns
-/// and `_distance`, nearest first, from one partition.
+/// One full-text query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextQuery {
+    /// The words (or the phrase) searched for.
+    pub query: String,
+    /// The columns searched (every INVERTED-indexed column when empty).
+    pub columns: Vec<String>,
+    /// At most this many rows, best first (all matches when `None`).
+    pub limit: Option<usize>,
+    /// Every word must match (`AND`) rather than any (`OR`).
+    pub all_words: bool,
+    /// Edits allowed per word (`None`: Lance's automatic fuzziness).
+    pub fuzziness: Option<u32>,
+    /// The words as a phrase, in order.
+    pub phrase: bool,
+    /// Rows the search considers, evaluated by Lance with DataFusion's
+    /// semantics.
+    pub filter: Option<Expr>,
+}
+
+/// What a [`LanceSearchExec`] searches for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SearchQuery {
+    /// Nearest neighbours: the node adds `_distance`.
+    Vector(VectorQuery),
+    /// Full text: the node adds `_score`.
+    FullText(TextQuery),
+}
+
+/// A search of one snapshot (`lance_vector_search`, `lance_fts`): emits the
+/// projected columns and `_distance` (nearest first) or `_score` (best
+/// first) from one partition.
 #[derive(Debug)]
-pub struct LanceVectorSearchExec {
+pub struct LanceSearchExec {
     location: TableLocation,
     snapshot: Snapshot,
     columns: Vec<String>,
-    query: VectorQuery,
+    query: SearchQuery,
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
 }
 
-impl LanceVectorSearchExec {
+impl LanceSearchExec {
     /// Searches version `snapshot` of the table at `location`, returning
-    /// `columns` and `_distance` as `schema` says.
+    /// `columns` and `_distance` or `_score` as `schema` says.
     pub fn new(
         location: TableLocation,
         snapshot: Snapshot,
         columns: Vec<String>,
-        query: VectorQuery,
+        query: SearchQuery,
         schema: SchemaRef,
     ) -> Self {
         let properties = Arc::new(PlanProperties::new(
@@ -154,49 +197,76 @@ impl LanceVectorSearchExec {
     }
 
     /// The query.
-    pub fn query(&self) -> &VectorQuery {
+    pub fn query(&self) -> &SearchQuery {
         &self.query
     }
 }
 
-impl DisplayAs for LanceVectorSearchExec {
+impl DisplayAs for LanceSearchExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let q = &self.query;
         write!(
             f,
-            "LanceVectorSearchExec: uri={}, version={}, column={}, k={}, dim={}, projection=[{}]",
+            "LanceSearchExec: uri={}, version={}, projection=[{}], ",
             self.location.display_uri,
             self.snapshot.version,
-            q.column,
-            q.k,
-            q.vector.len(),
             self.columns.join(", ")
         )?;
-        if let Some(m) = q.metric {
-            write!(f, ", metric={}", m.name())?;
+        match &self.query {
+            SearchQuery::Vector(q) => fmt_vector(q, f),
+            SearchQuery::FullText(q) => fmt_text(q, f),
         }
-        if let Some(n) = q.nprobes {
-            write!(f, ", nprobes={n}")?;
-        }
-        if let Some(r) = q.refine_factor {
-            write!(f, ", refine_factor={r}")?;
-        }
-        if let Some(ef) = q.ef {
-            write!(f, ", ef={ef}")?;
-        }
-        if !q.use_index {
-            write!(f, ", use_index=false")?;
-        }
-        if let Some(filter) = &q.filter {
-            write!(f, ", prefilter={filter}")?;
-        }
-        Ok(())
     }
 }
 
-impl ExecutionPlan for LanceVectorSearchExec {
+fn fmt_text(q: &TextQuery, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    write!(f, "full_text={:?}", q.query)?;
+    if !q.columns.is_empty() {
+        write!(f, ", columns=[{}]", q.columns.join(", "))?;
+    }
+    if let Some(n) = q.limit {
+        write!(f, ", limit={n}")?;
+    }
+    if q.all_words {
+        write!(f, ", operator=and")?;
+    }
+    if let Some(n) = q.fuzziness {
+        write!(f, ", fuzziness={n}")?;
+    }
+    if q.phrase {
+        write!(f, ", phrase=true")?;
+    }
+    if let Some(filter) = &q.filter {
+        write!(f, ", prefilter={filter}")?;
+    }
+    Ok(())
+}
+
+fn fmt_vector(q: &VectorQuery, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    write!(f, "nearest={}, k={}, dim={}", q.column, q.k, q.vector.len())?;
+    if let Some(m) = q.metric {
+        write!(f, ", metric={}", m.name())?;
+    }
+    if let Some(n) = q.nprobes {
+        write!(f, ", nprobes={n}")?;
+    }
+    if let Some(r) = q.refine_factor {
+        write!(f, ", refine_factor={r}")?;
+    }
+    if let Some(ef) = q.ef {
+        write!(f, ", ef={ef}")?;
+    }
+    if !q.use_index {
+        write!(f, ", use_index=false")?;
+    }
+    if let Some(filter) = &q.filter {
+        write!(f, ", prefilter={filter}")?;
+    }
+    Ok(())
+}
+
+impl ExecutionPlan for LanceSearchExec {
     fn name(&self) -> &str {
-        "LanceVectorSearchExec"
+        "LanceSearchExec"
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
@@ -214,7 +284,7 @@ impl ExecutionPlan for LanceVectorSearchExec {
         if children.is_empty() {
             Ok(self)
         } else {
-            internal_err!("LanceVectorSearchExec has no children")
+            internal_err!("LanceSearchExec has no children")
         }
     }
 
@@ -224,7 +294,7 @@ impl ExecutionPlan for LanceVectorSearchExec {
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
         if partition != 0 {
-            return internal_err!("LanceVectorSearchExec has one partition, {partition} requested");
+            return internal_err!("LanceSearchExec has one partition, {partition} requested");
         }
         let (location, snapshot) = (self.location.clone(), self.snapshot.clone());
         let (columns, query) = (self.columns.clone(), self.query.clone());
@@ -240,27 +310,9 @@ impl ExecutionPlan for LanceVectorSearchExec {
                 .await?;
             let mut scanner = dataset.scan();
             scanner.project(&columns).map_err(&lance_err)?;
-            let vector = Float32Array::from(query.vector.clone());
-            scanner
-                .nearest(&query.column, &vector, query.k)
-                .map_err(&lance_err)?;
-            if let Some(metric) = query.metric {
-                scanner.distance_metric(metric.lance());
-            }
-            if let Some(n) = query.nprobes {
-                scanner.nprobes(n);
-            }
-            if let Some(r) = query.refine_factor {
-                scanner.refine(r);
-            }
-            if let Some(ef) = query.ef {
-                scanner.ef(ef);
-            }
-            scanner
-                .prefilter(query.prefilter)
-                .use_index(query.use_index);
-            if let Some(filter) = &query.filter {
-                scanner.filter_expr(filter.clone());
+            match &query {
+                SearchQuery::Vector(q) => nearest(&mut scanner, q).map_err(&lance_err)?,
+                SearchQuery::FullText(q) => full_text(&mut scanner, q).map_err(&lance_err)?,
             }
             let batches = scanner.try_into_stream().await.map_err(&lance_err)?;
             Ok::<_, DataFusionError>(
@@ -272,6 +324,61 @@ impl ExecutionPlan for LanceVectorSearchExec {
         .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
+}
+
+/// Configures `scanner` for a nearest-neighbour query.
+fn nearest(scanner: &mut Scanner, q: &VectorQuery) -> lance::Result<()> {
+    scanner.nearest(&q.column, &Float32Array::from(q.vector.clone()), q.k)?;
+    if let Some(metric) = q.metric {
+        scanner.distance_metric(metric.lance());
+    }
+    if let Some(n) = q.nprobes {
+        scanner.nprobes(n);
+    }
+    if let Some(r) = q.refine_factor {
+        scanner.refine(r);
+    }
+    if let Some(ef) = q.ef {
+        scanner.ef(ef);
+    }
+    scanner.prefilter(q.prefilter).use_index(q.use_index);
+    if let Some(filter) = &q.filter {
+        scanner.filter_expr(filter.clone());
+    }
+    Ok(())
+}
+
+/// Configures `scanner` for a full-text query.
+fn full_text(scanner: &mut Scanner, q: &TextQuery) -> lance::Result<()> {
+    let columns = (!q.columns.is_empty()).then(|| q.columns.clone());
+    let query: FtsQuery = if q.phrase {
+        let mut phrase = PhraseQuery::new(q.query.clone());
+        if let [column] = q.columns.as_slice() {
+            phrase = phrase.with_column(Some(column.clone()));
+        }
+        phrase.into()
+    } else {
+        MatchQuery::new(q.query.clone())
+            .with_fuzziness(q.fuzziness)
+            .with_operator(if q.all_words {
+                Operator::And
+            } else {
+                Operator::Or
+            })
+            .into()
+    };
+    let mut search = FullTextSearchQuery::new_query(query)
+        .limit(q.limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX)));
+    if let Some(columns) = columns
+        && !q.phrase
+    {
+        search = search.with_columns(&columns)?;
+    }
+    scanner.full_text_search(search)?;
+    if let Some(filter) = &q.filter {
+        scanner.prefilter(true).filter_expr(filter.clone());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

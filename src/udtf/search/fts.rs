@@ -1,0 +1,249 @@
+//! `lance_fts('<table>', '<query>' [, '<option>=<value>' ...])`: the rows of
+//! a Lance table matching a full-text query through its INVERTED index, with
+//! `_score` (BM25, higher is better), best first — Lance's
+//! `Scanner::full_text_search`.
+//!
+//! | option | meaning |
+//! |---|---|
+//! | `columns=<a>[,<b>...]` | the columns searched (every INVERTED-indexed column by default) |
+//! | `limit=<n>` | at most `n` rows, best first (all matches by default) |
+//! | `operator=or\|and` | any word (default) or every word must match |
+//! | `fuzziness=<n>\|auto` | edits allowed per word (0 by default; `auto`: Lance's by word length) |
+//! | `phrase=true` | the words as a phrase, in order (the index needs `with_position = true`) |
+//! | `filter=<SQL predicate>` | rows the search considers (a prefilter Lance evaluates; planned by DataFusion) |
+//!
+//! A column without an INVERTED index is an error naming it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::plan_err;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::{check_prefilter, lookup, parse_filter, plan_search, string, with_extra};
+use crate::config::parse_bool;
+use crate::error::Error;
+use crate::physical_plan::search::score_field;
+use crate::physical_plan::{SearchQuery, TextQuery};
+use crate::table::LanceTableProvider;
+use crate::table::index_rules::{ColumnIndexes, IndexKind};
+
+/// SQL name of the full-text search function.
+pub const FTS_FUNCTION_NAME: &str = "lance_fts";
+
+/// `lance_fts(...)`.
+#[derive(Debug, Default)]
+pub struct FtsFunction {}
+
+impl TableFunctionImpl for FtsFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
+        let exprs = args.exprs();
+        let usage =
+            format!("usage: {FTS_FUNCTION_NAME}('<table>', '<query>' [, '<option>=<value>' ...])");
+        let Some(strings) = exprs.iter().map(string).collect::<Option<Vec<&str>>>() else {
+            return plan_err!("{FTS_FUNCTION_NAME} takes strings; {usage}");
+        };
+        let [name, query, options @ ..] = strings.as_slice() else {
+            return plan_err!("{FTS_FUNCTION_NAME} needs a table and a query; {usage}");
+        };
+        let table = lookup(FTS_FUNCTION_NAME, args.session(), name)?;
+        let mut search = FullTextSearch::new(
+            name.to_string(),
+            table,
+            TextQuery {
+                query: query.to_string(),
+                columns: vec![],
+                limit: None,
+                all_words: false,
+                fuzziness: Some(0),
+                phrase: false,
+                filter: None,
+            },
+        );
+        for option in options {
+            search.set(option, args.session())?;
+        }
+        Ok(Arc::new(search))
+    }
+}
+
+/// A `lance_fts(...)` call: a table whose scan plans a
+/// [`crate::physical_plan::LanceSearchExec`].
+pub(crate) struct FullTextSearch {
+    /// The table as the query names it.
+    pub(crate) name: String,
+    pub(crate) table: Arc<LanceTableProvider>,
+    pub(crate) query: TextQuery,
+    schema: SchemaRef,
+}
+
+impl fmt::Debug for FullTextSearch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FullTextSearch")
+            .field("name", &self.name)
+            .field("query", &self.query)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FullTextSearch {
+    /// `query` on `table`, called `name` in the statement.
+    pub(crate) fn new(name: String, table: Arc<LanceTableProvider>, query: TextQuery) -> Self {
+        let schema = with_extra(&table.schema(), score_field());
+        Self {
+            name,
+            table,
+            query,
+            schema,
+        }
+    }
+
+    fn set(&mut self, option: &str, session: &dyn Session) -> DFResult<()> {
+        let Some((key, value)) = option.split_once('=') else {
+            return Err(unknown(option).into());
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let q = &mut self.query;
+        match key {
+            "columns" => {
+                q.columns = value.split(',').map(|c| c.trim().to_string()).collect();
+                let schema = self.table.schema();
+                if let Some(missing) = q.columns.iter().find(|c| schema.index_of(c).is_err()) {
+                    return plan_err!(
+                        "{FTS_FUNCTION_NAME}: '{}' has no column '{missing}'",
+                        self.name
+                    );
+                }
+            }
+            "limit" => match value.parse::<usize>() {
+                Ok(n) if n > 0 => q.limit = Some(n),
+                _ => {
+                    return Err(
+                        Error::invalid_option(key, value, "must be a positive integer").into(),
+                    );
+                }
+            },
+            "operator" => match value.to_ascii_lowercase().as_str() {
+                "and" => q.all_words = true,
+                "or" => q.all_words = false,
+                _ => return Err(Error::invalid_option(key, value, "must be 'and' or 'or'").into()),
+            },
+            "fuzziness" => {
+                q.fuzziness = match value.to_ascii_lowercase().as_str() {
+                    "auto" => None,
+                    n => Some(n.parse::<u32>().map_err(|_| {
+                        Error::invalid_option(key, value, "must be a number of edits or 'auto'")
+                    })?),
+                }
+            }
+            "phrase" => q.phrase = parse_bool(key, value)?,
+            "filter" => {
+                q.filter = Some(parse_filter(
+                    FTS_FUNCTION_NAME,
+                    session,
+                    &self.table,
+                    value,
+                )?)
+            }
+            _ => return Err(unknown(option).into()),
+        }
+        Ok(())
+    }
+}
+
+fn unknown(option: &str) -> Error {
+    Error::UnknownOption {
+        key: option.to_string(),
+        hint: format!(
+            " for {FTS_FUNCTION_NAME}: use 'columns=', 'limit=', 'operator=', 'fuzziness=', \
+             'phrase=' or 'filter='"
+        ),
+    }
+}
+
+#[async_trait]
+impl TableProvider for FullTextSearch {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let dataset = self.table.snapshot(state).await?;
+        let indexes = ColumnIndexes::of(&dataset).await;
+        let indexed = indexes.columns_with(&IndexKind::Inverted);
+        let create = |column: &str| {
+            format!(
+                "CREATE INDEX {column}_fts ON {} USING INVERTED ({column})",
+                self.name
+            )
+        };
+        if let Some(missing) = self
+            .query
+            .columns
+            .iter()
+            .find(|c| !indexes.has(c, &IndexKind::Inverted))
+        {
+            return plan_err!(
+                "{FTS_FUNCTION_NAME}: column '{missing}' of '{}' has no INVERTED index; create \
+                 one with {}",
+                self.name,
+                create(missing)
+            );
+        }
+        if indexed.is_empty() {
+            return plan_err!(
+                "{FTS_FUNCTION_NAME}: '{}' has no INVERTED index; create one with {}",
+                self.name,
+                create("<column>")
+            );
+        }
+        if self.query.phrase && self.query.columns.len() > 1 {
+            return plan_err!("{FTS_FUNCTION_NAME}: a phrase searches one column");
+        }
+        if let Some(filter) = &self.query.filter {
+            check_prefilter(
+                FTS_FUNCTION_NAME,
+                filter,
+                &dataset,
+                &self.table.schema(),
+                "filter the results in WHERE instead",
+            )
+            .await?;
+        }
+        let mut query = self.query.clone();
+        if query.phrase && query.columns.is_empty() {
+            query.columns = indexed;
+            if query.columns.len() > 1 {
+                return plan_err!(
+                    "{FTS_FUNCTION_NAME}: a phrase searches one column; name it with \
+                     'columns=<column>'"
+                );
+            }
+        }
+        plan_search(
+            state,
+            &self.table,
+            &dataset,
+            projection,
+            SearchQuery::FullText(query),
+            score_field(),
+            None,
+        )
+    }
+}

@@ -1,0 +1,173 @@
+//! Search table functions: `lance_vector_search` ([`vector`]) and
+//! `lance_fts` ([`fts`]). Both take a registered Lance table, plan a
+//! [`LanceSearchExec`] on the statement's version, and share how options,
+//! filters and projections are handled here.
+
+pub(crate) mod fts;
+pub(crate) mod vector;
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::catalog::Session;
+use datafusion::common::{DFSchema, ScalarValue, TableReference, plan_err};
+use datafusion::datasource::TableProvider;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::filter::FilterExec;
+use futures::FutureExt;
+use lance::Dataset;
+
+use crate::location::Snapshot;
+use crate::physical_plan::target::project;
+use crate::physical_plan::{LanceSearchExec, SearchQuery};
+use crate::table::LanceTableProvider;
+use crate::table::index_rules::ColumnIndexes;
+use crate::table::lookup::registered_lance_table;
+use crate::table::pushdown;
+
+/// The string of a string literal.
+pub(crate) fn string(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Literal(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)),
+            _,
+        ) => Some(s),
+        _ => None,
+    }
+}
+
+/// The registered Lance table `name` (a table registered in a catalog whose
+/// lookup needs no I/O, as `CREATE EXTERNAL TABLE` tables are).
+pub(crate) fn lookup(
+    function: &str,
+    session: &dyn Session,
+    name: &str,
+) -> DFResult<Arc<LanceTableProvider>> {
+    let reference = TableReference::from(name);
+    match registered_lance_table(session, &reference).now_or_never() {
+        Some(Ok(Some(table))) => Ok(table),
+        Some(Err(e)) => Err(e),
+        _ => plan_err!(
+            "{function}: '{name}' is not a registered Lance table; register the dataset first \
+             (CREATE EXTERNAL TABLE {name} STORED AS LANCE LOCATION '...')"
+        ),
+    }
+}
+
+/// `schema` with `extra` (`_distance`, `_score`) last.
+pub(crate) fn with_extra(schema: &Schema, extra: Field) -> SchemaRef {
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(extra);
+    Arc::new(Schema::new(fields))
+}
+
+/// A `filter=<SQL>` option, planned by DataFusion against `table`'s columns.
+pub(crate) fn parse_filter(
+    function: &str,
+    session: &dyn Session,
+    table: &LanceTableProvider,
+    sql: &str,
+) -> DFResult<Expr> {
+    let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
+        return plan_err!("{function}: filters need a SessionState");
+    };
+    let schema = DFSchema::try_from(table.schema().as_ref().clone())?;
+    state
+        .create_logical_expr(sql, &schema)
+        .map_err(|e| DataFusionError::Plan(format!("{function}: filter '{sql}': {e}")))
+}
+
+/// An error unless Lance evaluates every conjunct of `filter` with
+/// DataFusion's semantics on `dataset` (the scan's pushdown and index rules).
+pub(crate) async fn check_prefilter(
+    function: &str,
+    filter: &Expr,
+    dataset: &Dataset,
+    schema: &Schema,
+    instead: &str,
+) -> DFResult<()> {
+    let indexes = ColumnIndexes::of(dataset).await;
+    for conjunct in split_conjunction(filter) {
+        if !pushdown::is_exact(conjunct, schema) || !indexes.allows(conjunct, schema) {
+            return plan_err!(
+                "{function}: Lance cannot prefilter on '{conjunct}' with DataFusion's \
+                 semantics; {instead}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The plan of a search of `dataset` (the statement's version of `table`):
+/// a [`LanceSearchExec`] reading the projected columns (and those of
+/// `postfilter`, which DataFusion evaluates on its rows), then `extra`,
+/// projected as `projection` asks (over the table's columns and `extra`).
+pub(crate) fn plan_search(
+    state: &dyn Session,
+    table: &LanceTableProvider,
+    dataset: &Dataset,
+    projection: Option<&Vec<usize>>,
+    query: SearchQuery,
+    extra: Field,
+    postfilter: Option<Expr>,
+) -> DFResult<Arc<dyn ExecutionPlan>> {
+    let table_schema = table.schema();
+    let extra_index = table_schema.fields().len();
+    let wanted: Vec<usize> = match projection {
+        Some(p) => p.clone(),
+        None => (0..=extra_index).collect(),
+    };
+    let mut read: Vec<usize> = wanted
+        .iter()
+        .copied()
+        .filter(|&i| i != extra_index)
+        .collect();
+    if let Some(filter) = &postfilter {
+        for c in filter.column_refs() {
+            let i = table_schema.index_of(&c.name)?;
+            if !read.contains(&i) {
+                read.push(i);
+            }
+        }
+    }
+    let columns: Vec<String> = read
+        .iter()
+        .map(|&i| table_schema.field(i).name().clone())
+        .collect();
+    let mut fields: Vec<Field> = read
+        .iter()
+        .map(|&i| table_schema.field(i).clone())
+        .collect();
+    fields.push(extra);
+    let node_schema = Arc::new(Schema::new(fields));
+    let mut plan: Arc<dyn ExecutionPlan> = Arc::new(LanceSearchExec::new(
+        table.location().clone(),
+        Snapshot::of(dataset),
+        columns,
+        query,
+        Arc::clone(&node_schema),
+    ));
+    if let Some(filter) = postfilter {
+        let df_schema = DFSchema::try_from(node_schema.as_ref().clone())?;
+        let predicate = state.create_physical_expr(filter, &df_schema)?;
+        plan = Arc::new(FilterExec::try_new(predicate, plan)?);
+    }
+    // From the node's order (read columns, then the extra one) to the one asked.
+    let order: Vec<usize> = wanted
+        .iter()
+        .map(|&i| {
+            if i == extra_index {
+                read.len()
+            } else {
+                read.iter().position(|&r| r == i).unwrap_or_default()
+            }
+        })
+        .collect();
+    project(plan, Some(&order))
+}
