@@ -50,8 +50,9 @@ pub use udtf::{
     CACHE_STATS_FUNCTION_NAME, CREATE_INDEX_FUNCTION_NAME, CacheStatsFunction,
     DROP_INDEX_FUNCTION_NAME, FRAGMENTS_FUNCTION_NAME, FTS_FUNCTION_NAME, FtsFunction,
     INDICES_FUNCTION_NAME, IndexFunction, MetadataFunction, MetadataKind, OPTIMIZE_FUNCTION_NAME,
-    OptimizeFunction, TAG_FUNCTION_NAME, TAGS_FUNCTION_NAME, TagFunction, VACUUM_FUNCTION_NAME,
-    VECTOR_SEARCH_FUNCTION_NAME, VERSIONS_FUNCTION_NAME, VacuumFunction, VectorSearchFunction,
+    OptimizeFunction, ROWS_FUNCTION_NAME, RowsFunction, TAG_FUNCTION_NAME, TAGS_FUNCTION_NAME,
+    TagFunction, VACUUM_FUNCTION_NAME, VECTOR_SEARCH_FUNCTION_NAME, VERSIONS_FUNCTION_NAME,
+    VacuumFunction, VectorSearchFunction,
 };
 
 /// The `STORED AS` name of Lance tables.
@@ -94,6 +95,7 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
     }
     ctx.register_udtf(VACUUM_FUNCTION_NAME, Arc::new(VacuumFunction::default()));
     ctx.register_udtf(FTS_FUNCTION_NAME, Arc::new(FtsFunction::default()));
+    ctx.register_udtf(ROWS_FUNCTION_NAME, Arc::new(RowsFunction::default()));
     ctx.register_udtf(
         VECTOR_SEARCH_FUNCTION_NAME,
         Arc::new(VectorSearchFunction::default()),

@@ -89,6 +89,7 @@ impl LanceLogicalCodec {
             schema,
             constraints,
             row_addr,
+            row_id,
         } = table.parts();
         let primary_key = constraints
             .iter()
@@ -107,6 +108,7 @@ impl LanceLogicalCodec {
             schema: Some(encode_schema(&schema)?),
             primary_key,
             row_addr,
+            row_id,
         })
     }
 
@@ -136,6 +138,7 @@ impl LanceLogicalCodec {
                 schema: decode_schema(table.schema)?,
                 constraints,
                 row_addr: table.row_addr,
+                row_id: table.row_id,
             },
             params,
         )))

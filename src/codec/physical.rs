@@ -180,6 +180,7 @@ impl LancePhysicalCodec {
                 io_buffer_size: o.io_buffer_size,
                 use_scalar_index: o.use_scalar_index,
                 row_addr: o.row_addr,
+                row_id: o.row_id,
             }),
         })
     }
@@ -217,6 +218,7 @@ impl LancePhysicalCodec {
                 io_buffer_size: options.io_buffer_size,
                 use_scalar_index: options.use_scalar_index,
                 row_addr: options.row_addr,
+                row_id: options.row_id,
             },
         }))
     }

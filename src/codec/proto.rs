@@ -61,6 +61,8 @@ pub(crate) struct ScanOptions {
     pub use_scalar_index: bool,
     #[prost(bool, tag = "7")]
     pub row_addr: bool,
+    #[prost(bool, tag = "8")]
+    pub row_id: bool,
 }
 
 /// The fragments one partition reads.
@@ -453,6 +455,8 @@ pub(crate) struct Table {
     pub primary_key: Vec<u64>,
     #[prost(bool, tag = "8")]
     pub row_addr: bool,
+    #[prost(bool, tag = "9")]
+    pub row_id: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -50,8 +50,10 @@ pub struct ScanOptions {
     pub io_buffer_size: Option<u64>,
     /// Whether Lance may use scalar indices for the pushed filter.
     pub use_scalar_index: bool,
-    /// Append Lance's `_rowaddr` column (for DELETE / UPDATE).
+    /// Append Lance's `_rowaddr` column (DELETE / UPDATE, `lance_rows`).
     pub row_addr: bool,
+    /// Append Lance's `_rowid` column before it (`lance_rows`).
+    pub row_id: bool,
 }
 
 /// Rows of one partition's fragments, for statistics.
@@ -270,14 +272,14 @@ impl LanceScanExec {
 
 impl DisplayAs for LanceScanExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut columns = self.columns.join(", ");
-        if self.options.row_addr {
-            columns.push_str(if self.columns.is_empty() {
-                "_rowaddr"
-            } else {
-                ", _rowaddr"
-            });
+        let mut shown: Vec<&str> = self.columns.iter().map(String::as_str).collect();
+        if self.options.row_id {
+            shown.push("_rowid");
         }
+        if self.options.row_addr {
+            shown.push("_rowaddr");
+        }
+        let columns = shown.join(", ");
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(
@@ -445,6 +447,9 @@ impl ScanRequest {
         let mut scanner = dataset.scan();
         scanner.with_fragments(fragments);
         scanner.project(&self.columns).map_err(lance_err)?;
+        if self.options.row_id {
+            scanner.with_row_id();
+        }
         if self.options.row_addr {
             scanner.with_row_address();
         }

@@ -34,8 +34,11 @@ use crate::session::{LanceSessionCache, store_params};
 
 pub use factory::LanceTableProviderFactory;
 
-/// Name of the row-address column of DML scans.
+/// Name of the row-address column of DML scans and `lance_rows`.
 pub(crate) const ROW_ADDR: &str = "_rowaddr";
+
+/// Name of the row-id column of `lance_rows`.
+pub(crate) const ROW_ID: &str = "_rowid";
 
 /// A Lance dataset as a DataFusion table.
 ///
@@ -68,8 +71,12 @@ pub struct LanceTableProvider {
     /// The version one statement reads (set by the query planner; see
     /// [`crate::planner::LanceQueryPlanner`]). Writes are still allowed.
     resolved: Option<Fixed>,
-    /// Expose Lance's row address as a trailing `_rowaddr` column (DML only).
+    /// Expose Lance's row address as a trailing `_rowaddr` column (DML and
+    /// `lance_rows`).
     row_addr: bool,
+    /// Expose Lance's row id as a `_rowid` column before `_rowaddr`
+    /// (`lance_rows`).
+    row_id: bool,
 }
 
 impl fmt::Debug for LanceTableProvider {
@@ -111,6 +118,7 @@ pub(crate) struct ProviderParts {
     pub(crate) schema: SchemaRef,
     pub(crate) constraints: Option<Constraints>,
     pub(crate) row_addr: bool,
+    pub(crate) row_id: bool,
 }
 
 /// Builds a [`LanceTableProvider`].
@@ -203,6 +211,7 @@ impl LanceTableProviderBuilder {
             pinned,
             resolved: None,
             row_addr: false,
+            row_id: false,
         })
     }
 }
@@ -270,6 +279,7 @@ impl LanceTableProvider {
             pinned: self.pinned.clone(),
             resolved: self.resolved.clone(),
             row_addr: self.row_addr,
+            row_id: self.row_id,
         }
     }
 
@@ -282,6 +292,21 @@ impl LanceTableProvider {
             schema: Arc::new(Schema::new(fields)),
             constraints: None,
             row_addr: true,
+            ..self.clone_config()
+        }
+    }
+
+    /// The same table with Lance's row id and row address as trailing
+    /// `_rowid` and `_rowaddr` columns (`lance_rows`).
+    pub(crate) fn with_row_identity(&self) -> Self {
+        let mut fields: Vec<_> = self.schema.fields().iter().cloned().collect();
+        fields.push(Arc::new(Field::new(ROW_ID, DataType::UInt64, false)));
+        fields.push(Arc::new(Field::new(ROW_ADDR, DataType::UInt64, false)));
+        Self {
+            schema: Arc::new(Schema::new(fields)),
+            constraints: None,
+            row_addr: true,
+            row_id: true,
             ..self.clone_config()
         }
     }
@@ -337,6 +362,7 @@ impl LanceTableProvider {
             schema: Arc::clone(&self.schema),
             constraints: self.constraints.clone(),
             row_addr: self.row_addr,
+            row_id: self.row_id,
         }
     }
 
@@ -358,6 +384,7 @@ impl LanceTableProvider {
             pinned: parts.pinned.map(fixed),
             resolved: parts.resolved.map(fixed),
             row_addr: parts.row_addr,
+            row_id: parts.row_id,
         }
     }
 
@@ -430,9 +457,21 @@ impl TableProvider for LanceTableProvider {
         &self,
         filters: &[&Expr],
     ) -> DFResult<Vec<TableProviderFilterPushDown>> {
+        // Filters on the row id / address columns stay with DataFusion.
+        let meta = |f: &Expr| {
+            f.column_refs()
+                .iter()
+                .any(|c| (self.row_id && c.name == ROW_ID) || (self.row_addr && c.name == ROW_ADDR))
+        };
         Ok(filters
             .iter()
-            .map(|f| pushdown::classify(f, &self.schema))
+            .map(|f| {
+                if meta(f) {
+                    TableProviderFilterPushDown::Unsupported
+                } else {
+                    pushdown::classify(f, &self.schema)
+                }
+            })
             .collect())
     }
 

@@ -57,8 +57,12 @@ impl LanceTableProvider {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
         };
+        // Trailing row identity columns: `_rowid` (lance_rows) before `_rowaddr`.
         let row_addr_index = self.row_addr.then(|| self.schema.fields().len() - 1);
+        let row_id_index = self.row_id.then(|| self.schema.fields().len() - 2);
+        let is_meta = |i: usize| Some(i) == row_addr_index || Some(i) == row_id_index;
         let with_row_addr = row_addr_index.is_some_and(|i| output.contains(&i));
+        let with_row_id = row_id_index.is_some_and(|i| output.contains(&i));
 
         // Only filters classified Exact reach a scan; recheck anyway.
         let exact: Vec<Expr> = filters
@@ -99,16 +103,12 @@ impl LanceTableProvider {
         let (lance_filter, df_filter) = (conjunction(lance_part), conjunction(df_part));
 
         // Data columns Lance returns: the projection, plus the columns of the
-        // filter DataFusion evaluates; the row address comes last.
-        let mut read: Vec<usize> = output
-            .iter()
-            .copied()
-            .filter(|i| Some(*i) != row_addr_index)
-            .collect();
+        // filter DataFusion evaluates; the row id and address come last.
+        let mut read: Vec<usize> = output.iter().copied().filter(|&i| !is_meta(i)).collect();
         if let Some(f) = &df_filter {
             for c in f.column_refs() {
                 let i = self.schema.index_of(&c.name)?;
-                if !read.contains(&i) && Some(i) != row_addr_index {
+                if !read.contains(&i) && !is_meta(i) {
                     read.push(i);
                 }
             }
@@ -117,6 +117,9 @@ impl LanceTableProvider {
             .iter()
             .map(|&i| self.schema.field(i).name().clone())
             .collect();
+        if with_row_id {
+            read.extend(row_id_index);
+        }
         if with_row_addr {
             read.extend(row_addr_index);
         }
@@ -165,6 +168,7 @@ impl LanceTableProvider {
             // An unreadable index list: Lance must not use indices either.
             use_scalar_index: settings.use_scalar_index && !indexes.unreadable(),
             row_addr: with_row_addr,
+            row_id: with_row_id,
         };
         // The limit goes to Lance only when no filter runs above the scan.
         let scan_limit = if df_filter.is_none() { limit } else { None };

@@ -2,7 +2,7 @@
 //! `lance_fragments('t')`, `lance_tags('t')`, `lance_tag('t', ...)`,
 //! `lance_indices('t')`, `lance_create_index('t', ...)`, `lance_drop_index('t', ...)`,
 //! `lance_optimize('t')`, `lance_vacuum('t')`, `lance_vector_search('t', ...)`,
-//! `lance_fts('t', ...)`.
+//! `lance_fts('t', ...)`, `lance_rows('t')`.
 //!
 //! They only build providers in `call_with_args`; reads happen in `scan`.
 
@@ -10,6 +10,7 @@ pub(crate) mod cache_stats;
 pub(crate) mod index;
 pub(crate) mod metadata;
 pub(crate) mod optimize;
+pub(crate) mod rows;
 pub(crate) mod search;
 pub(crate) mod tag;
 pub(crate) mod vacuum;
@@ -21,6 +22,7 @@ pub use metadata::{
     TAGS_FUNCTION_NAME, VERSIONS_FUNCTION_NAME,
 };
 pub use optimize::{OPTIMIZE_FUNCTION_NAME, OptimizeFunction};
+pub use rows::{ROWS_FUNCTION_NAME, RowsFunction};
 pub use search::fts::{FTS_FUNCTION_NAME, FtsFunction};
 pub use search::vector::{VECTOR_SEARCH_FUNCTION_NAME, VectorSearchFunction};
 pub use tag::{TAG_FUNCTION_NAME, TagFunction};

@@ -167,6 +167,8 @@ const STATEMENTS: &[&str] = &[
     // Fragment ids depend on which writer finished first: totals only.
     "SELECT count(*), sum(physical_rows), sum(deleted_rows), sum(rows), sum(data_files) \
      FROM lance_fragments('{t}')",
+    "SELECT count(*), count(DISTINCT _rowid), count(DISTINCT _rowaddr), max(_rowaddr) >= 0 \
+     FROM lance_rows('{t}') WHERE id < 500",
     "SELECT * FROM lance_tag('{t}', 'create', 'codec', 2)",
     "SELECT * FROM lance_tag('{t}', 'update', 'codec')",
     "SELECT tag, version FROM lance_tags('{t}')",
@@ -644,6 +646,7 @@ async fn every_field_of_every_node_survives_a_round_trip() {
          WHEN MATCHED THEN DELETE WHEN NOT MATCHED BY SOURCE AND tg.id < 3 THEN DELETE",
         "SELECT * FROM lance_vacuum('a', 'older_than=90m', 'orphans_older_than=3d')",
         "SELECT * FROM lance_tag('a', 'create', 'fields', 1)",
+        "SELECT id, _rowid, _rowaddr FROM lance_rows('a') WHERE _rowid > 3",
         "CREATE INDEX IF NOT EXISTS fields_idx ON a USING IVF_HNSW_PQ (v) \
          WITH (num_partitions = 3, m = 9, metric = 'dot', replace = true)",
         "DROP INDEX IF EXISTS fields_idx ON a",

@@ -183,7 +183,7 @@ impl TableFunctionImpl for VectorSearchFunction {
 }
 
 /// A `lance_vector_search(...)` call: a table whose scan plans a
-/// [`LanceVectorSearchExec`].
+/// [`crate::physical_plan::LanceSearchExec`].
 pub(crate) struct VectorSearch {
     /// The table as the query names it.
     pub(crate) name: String,
