@@ -41,6 +41,11 @@
 //! one process, and the bytes of the stage a scan task receives for 10,
 //! 1,000 and 10,000 fragments (`cargo bench --bench lance -- --only cluster`).
 //!
+//! **search** — top-10 vector search (IVF_PQ) through `lance_vector_search`
+//! vs `Scanner::nearest`, exact top-10 through SQL vs Lance's exact search,
+//! a point lookup with and without a BTREE index, and `lance_fts` vs
+//! `Scanner::full_text_search` (`cargo bench --bench lance -- --only search`).
+//!
 //! Every cell is the median of `--iters` (default 5) runs with min–max, the
 //! sides of a comparison interleaved (A B A B ...) after one warm-up run
 //! each. Ratios are "time ÷ baseline time": below 1 is faster than the
@@ -55,6 +60,7 @@ use common::args;
 mod insert;
 mod plans;
 mod read;
+mod search;
 
 fn main() {
     let args = args();
@@ -96,6 +102,9 @@ fn main() {
         }
         if run("cluster") {
             cluster::cluster_table(&args).await;
+        }
+        if run("search") {
+            search::search_table(&args).await;
         }
     });
     println!(

@@ -1,0 +1,355 @@
+//! **search** — searches through SQL against Lance's own API on the same
+//! data and index:
+//!
+//! * top-10 vector search with an IVF_PQ index: `lance_vector_search` vs
+//!   `Scanner::nearest` (same nprobes), and exact top-10 through SQL
+//!   (`ORDER BY l2_distance(...) LIMIT 10`) vs Lance's exact search;
+//! * a point lookup `WHERE id = v` on a BTREE-indexed column vs the same
+//!   rows without the index, and vs Lance's scanner with the filter;
+//! * a full-text query through `lance_fts` vs `Scanner::full_text_search`.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    FixedSizeListArray, Float32Array, Float64Array, Int64Array, RecordBatch, RecordBatchIterator,
+    StringArray,
+};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::prelude::{SessionConfig, SessionContext, col, lit};
+use datafusion_lance::LanceSessionContextExt;
+use futures::TryStreamExt;
+use lance::Dataset;
+use lance::dataset::{WriteMode, WriteParams};
+use lance_index::scalar::FullTextSearchQuery;
+
+use crate::common::{Args, Stats, exists, interleaved, ratio, side, splitmix};
+
+const DIM: usize = 64;
+const VECTORS: usize = 200_000;
+const DOCS: usize = 200_000;
+
+fn context() -> SessionContext {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    datafusion_lance::lance_session_context(SessionConfig::new().with_target_partitions(cpus))
+}
+
+async fn run(ctx: &SessionContext, sql: &str) -> usize {
+    let batches = ctx
+        .lance_sql(sql)
+        .await
+        .expect("plan")
+        .collect()
+        .await
+        .expect("run");
+    batches.iter().map(|b| b.num_rows()).sum()
+}
+
+async fn write(uri: &str, batch: RecordBatch) {
+    let params = WriteParams {
+        mode: WriteMode::Create,
+        max_rows_per_file: 1_000_000,
+        ..Default::default()
+    };
+    let schema = batch.schema();
+    Dataset::write(
+        RecordBatchIterator::new(vec![Ok(batch)], schema),
+        uri,
+        Some(params),
+    )
+    .await
+    .expect("write");
+}
+
+/// A pseudo-Gaussian float from two hashes (sum of uniforms, centred).
+fn gauss(i: u64) -> f32 {
+    (0..4)
+        .map(|k| (splitmix(i * 4 + k) >> 40) as f32 / (1u64 << 24) as f32)
+        .sum::<f32>()
+        - 2.0
+}
+
+fn vector_literal(q: &[f32]) -> String {
+    let parts: Vec<String> = q.iter().map(|x| format!("{x:?}")).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+fn row(name: &str, stats: &Stats, baseline: Option<&Stats>) {
+    println!(
+        "| {name} | {} | {} |",
+        stats.cell(),
+        baseline.map_or("1 (baseline)".to_string(), |b| ratio(stats, b))
+    );
+}
+
+pub(crate) async fn search_table(args: &Args) {
+    vector_table(args).await;
+    lookup_table(args).await;
+    fts_table(args).await;
+}
+
+async fn vector_table(args: &Args) {
+    let path = args
+        .dir
+        .join(format!("search-vectors-{VECTORS}x{DIM}.lance"));
+    let uri = path.to_string_lossy().to_string();
+    let ctx = context();
+    if !exists(&path) {
+        let item = Arc::new(Field::new("item", DataType::Float32, true));
+        let values: Vec<f32> = (0..(VECTORS * DIM) as u64).map(gauss).collect();
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("id", DataType::Int64, false),
+                Field::new(
+                    "emb",
+                    DataType::FixedSizeList(Arc::clone(&item), DIM as i32),
+                    true,
+                ),
+            ])),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..VECTORS as i64)),
+                Arc::new(
+                    FixedSizeListArray::try_new(
+                        item,
+                        DIM as i32,
+                        Arc::new(Float32Array::from(values)),
+                        None,
+                    )
+                    .expect("vectors"),
+                ),
+            ],
+        )
+        .expect("batch");
+        write(&uri, batch).await;
+        run(
+            &ctx,
+            &format!("CREATE EXTERNAL TABLE v STORED AS LANCE LOCATION '{uri}'"),
+        )
+        .await;
+        run(
+            &ctx,
+            "CREATE INDEX emb_pq ON v USING IVF_PQ (emb) WITH (num_partitions = 64, \
+             num_sub_vectors = 16)",
+        )
+        .await;
+    } else {
+        run(
+            &ctx,
+            &format!("CREATE EXTERNAL TABLE v STORED AS LANCE LOCATION '{uri}'"),
+        )
+        .await;
+    }
+    let ds = Dataset::open(&uri).await.expect("open");
+    let q: Vec<f32> = (0..DIM as u64).map(|i| gauss(1 << 40 | i)).collect();
+    let literal = vector_literal(&q);
+    let ann_sql = format!(
+        "SELECT id, _distance FROM lance_vector_search('v', 'emb', {literal}, 10, 'nprobes=8')"
+    );
+    let exact_sql =
+        format!("SELECT id, l2_distance(emb, {literal}) AS d FROM v ORDER BY d LIMIT 10");
+    let nearest = |use_index: bool| {
+        let (ds, q) = (ds.clone(), q.clone());
+        async move {
+            let mut scanner = ds.scan();
+            scanner.project(&["id"]).expect("project");
+            scanner
+                .nearest("emb", &Float32Array::from(q), 10)
+                .expect("nearest");
+            scanner.nprobes(8).use_index(use_index);
+            let batches: Vec<RecordBatch> = scanner
+                .try_into_stream()
+                .await
+                .expect("stream")
+                .try_collect()
+                .await
+                .expect("rows");
+            assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
+        }
+    };
+    let mut sides = vec![
+        side(|| async {
+            assert_eq!(run(&ctx, &ann_sql).await, 10);
+        }),
+        side(|| nearest(true)),
+        side(|| async {
+            assert_eq!(run(&ctx, &exact_sql).await, 10);
+        }),
+        side(|| nearest(false)),
+    ];
+    let s = interleaved(args.iters, &mut sides).await;
+    println!(
+        "\n## Search: top-10 vector search, {VECTORS} × {DIM}-dim vectors, IVF_PQ (64 partitions, \
+         16 sub-vectors), nprobes 8\n"
+    );
+    println!("| query | time (min–max) / cores | ÷ Lance directly |");
+    println!("|---|---|---|");
+    row(
+        "`lance_vector_search(..., 10, 'nprobes=8')` (index)",
+        &s[0],
+        Some(&s[1]),
+    );
+    row("Lance `Scanner::nearest`, nprobes 8 (index)", &s[1], None);
+    row(
+        "`ORDER BY l2_distance(emb, q) LIMIT 10` (exact, every distance)",
+        &s[2],
+        Some(&s[3]),
+    );
+    row(
+        "Lance `Scanner::nearest` with `use_index(false)` (exact)",
+        &s[3],
+        None,
+    );
+}
+
+async fn lookup_table(args: &Args) {
+    let rows = args.rows;
+    let ctx = context();
+    let mut uris = Vec::new();
+    for indexed in [true, false] {
+        let path = args.dir.join(format!(
+            "search-lookup-{rows}-{}.lance",
+            if indexed { "btree" } else { "plain" }
+        ));
+        let uri = path.to_string_lossy().to_string();
+        let name = if indexed { "indexed" } else { "plain" };
+        if !exists(&path) {
+            let batch = RecordBatch::try_new(
+                Arc::new(Schema::new(vec![
+                    Field::new("id", DataType::Int64, false),
+                    Field::new("v", DataType::Float64, false),
+                ])),
+                vec![
+                    Arc::new(Int64Array::from_iter_values(
+                        (0..rows as u64).map(|i| (splitmix(i) >> 1) as i64),
+                    )),
+                    Arc::new(Float64Array::from_iter_values((0..rows).map(|i| i as f64))),
+                ],
+            )
+            .expect("batch");
+            write(&uri, batch).await;
+        }
+        run(
+            &ctx,
+            &format!("CREATE EXTERNAL TABLE {name} STORED AS LANCE LOCATION '{uri}'"),
+        )
+        .await;
+        if indexed && !path.join("_indices").is_dir() {
+            run(
+                &ctx,
+                &format!("CREATE INDEX id_idx ON {name} USING BTREE (id)"),
+            )
+            .await;
+        }
+        uris.push(uri);
+    }
+    let key = (splitmix(rows as u64 / 2) >> 1) as i64;
+    let indexed_sql = format!("SELECT v FROM indexed WHERE id = {key}");
+    let plain_sql = format!("SELECT v FROM plain WHERE id = {key}");
+    let ds = Dataset::open(&uris[0]).await.expect("open");
+    let mut sides = vec![
+        side(|| async {
+            assert_eq!(run(&ctx, &indexed_sql).await, 1);
+        }),
+        side(|| async {
+            assert_eq!(run(&ctx, &plain_sql).await, 1);
+        }),
+        side(|| {
+            let ds = ds.clone();
+            async move {
+                let mut scanner = ds.scan();
+                scanner.project(&["v"]).expect("project");
+                scanner.filter_expr(col("id").eq(lit(key)));
+                let batches: Vec<RecordBatch> = scanner
+                    .try_into_stream()
+                    .await
+                    .expect("stream")
+                    .try_collect()
+                    .await
+                    .expect("rows");
+                assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+            }
+        }),
+    ];
+    let s = interleaved(args.iters, &mut sides).await;
+    println!("\n## Search: point lookup `WHERE id = v` in {rows} rows\n");
+    println!("| query | time (min–max) / cores | ÷ without the index |");
+    println!("|---|---|---|");
+    row("SQL, BTREE index on `id`", &s[0], Some(&s[1]));
+    row("SQL, no index", &s[1], None);
+    row(
+        "Lance scanner with the filter, BTREE index",
+        &s[2],
+        Some(&s[1]),
+    );
+}
+
+async fn fts_table(args: &Args) {
+    let path = args.dir.join(format!("search-docs-{DOCS}.lance"));
+    let uri = path.to_string_lossy().to_string();
+    let ctx = context();
+    let created = exists(&path);
+    if !created {
+        let body = |i: u64| {
+            (0..8)
+                .map(|k| format!("w{}", splitmix(i * 8 + k) % 5000))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("id", DataType::Int64, false),
+                Field::new("body", DataType::Utf8, false),
+            ])),
+            vec![
+                Arc::new(Int64Array::from_iter_values(0..DOCS as i64)),
+                Arc::new(StringArray::from_iter_values((0..DOCS as u64).map(body))),
+            ],
+        )
+        .expect("batch");
+        write(&uri, batch).await;
+    }
+    run(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE docs STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    if !created {
+        run(&ctx, "CREATE INDEX body_fts ON docs USING INVERTED (body)").await;
+    }
+    let ds = Dataset::open(&uri).await.expect("open");
+    let sql = "SELECT id, _score FROM lance_fts('docs', 'w17 w42', 'limit=10')";
+    let mut sides = vec![
+        side(|| async {
+            assert_eq!(run(&ctx, sql).await, 10);
+        }),
+        side(|| {
+            let ds = ds.clone();
+            async move {
+                let mut scanner = ds.scan();
+                scanner.project(&["id"]).expect("project");
+                scanner
+                    .full_text_search(
+                        FullTextSearchQuery::new("w17 w42".to_string()).limit(Some(10)),
+                    )
+                    .expect("fts");
+                let batches: Vec<RecordBatch> = scanner
+                    .try_into_stream()
+                    .await
+                    .expect("stream")
+                    .try_collect()
+                    .await
+                    .expect("rows");
+                assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
+            }
+        }),
+    ];
+    let s = interleaved(args.iters, &mut sides).await;
+    println!("\n## Search: full text, {DOCS} documents of 8 words (5,000-word vocabulary)\n");
+    println!("| query | time (min–max) / cores | ÷ Lance directly |");
+    println!("|---|---|---|");
+    row(
+        "`lance_fts('docs', 'w17 w42', 'limit=10')`",
+        &s[0],
+        Some(&s[1]),
+    );
+    row("Lance `Scanner::full_text_search`, limit 10", &s[1], None);
+}
