@@ -68,6 +68,18 @@ fn gauss(i: u64) -> f32 {
         - 2.0
 }
 
+/// Rows a configured Lance scanner returns.
+async fn count(scanner: &lance::dataset::scanner::Scanner) -> usize {
+    let batches: Vec<RecordBatch> = scanner
+        .try_into_stream()
+        .await
+        .expect("stream")
+        .try_collect()
+        .await
+        .expect("rows");
+    batches.iter().map(|b| b.num_rows()).sum()
+}
+
 fn vector_literal(q: &[f32]) -> String {
     let parts: Vec<String> = q.iter().map(|x| format!("{x:?}")).collect();
     format!("[{}]", parts.join(", "))
@@ -155,14 +167,7 @@ async fn vector_table(args: &Args) {
                 .nearest("emb", &Float32Array::from(q), 10)
                 .expect("nearest");
             scanner.nprobes(8).use_index(use_index);
-            let batches: Vec<RecordBatch> = scanner
-                .try_into_stream()
-                .await
-                .expect("stream")
-                .try_collect()
-                .await
-                .expect("rows");
-            assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
+            assert_eq!(count(&scanner).await, 10);
         }
     };
     let mut sides = vec![
@@ -258,14 +263,7 @@ async fn lookup_table(args: &Args) {
                 let mut scanner = ds.scan();
                 scanner.project(&["v"]).expect("project");
                 scanner.filter_expr(col("id").eq(lit(key)));
-                let batches: Vec<RecordBatch> = scanner
-                    .try_into_stream()
-                    .await
-                    .expect("stream")
-                    .try_collect()
-                    .await
-                    .expect("rows");
-                assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+                assert_eq!(count(&scanner).await, 1);
             }
         }),
     ];
@@ -331,14 +329,7 @@ async fn fts_table(args: &Args) {
                         FullTextSearchQuery::new("w17 w42".to_string()).limit(Some(10)),
                     )
                     .expect("fts");
-                let batches: Vec<RecordBatch> = scanner
-                    .try_into_stream()
-                    .await
-                    .expect("stream")
-                    .try_collect()
-                    .await
-                    .expect("rows");
-                assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 10);
+                assert_eq!(count(&scanner).await, 10);
             }
         }),
     ];

@@ -10,11 +10,11 @@
 use std::sync::Arc;
 
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::{ScalarValue, plan_err};
+use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
 use datafusion::error::{DataFusionError, Result as DFResult};
-use datafusion::logical_expr::Expr;
 
+use super::string_args;
 use crate::error::Error;
 use crate::location::redact_uri;
 use crate::physical_plan::{IndexChange, IndexDefinition, IndexMethod};
@@ -64,18 +64,9 @@ impl IndexFunction {
 
 impl TableFunctionImpl for IndexFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
-        let mut strings = Vec::new();
-        for expr in args.exprs() {
-            match expr {
-                Expr::Literal(
-                    ScalarValue::Utf8(Some(s))
-                    | ScalarValue::Utf8View(Some(s))
-                    | ScalarValue::LargeUtf8(Some(s)),
-                    _,
-                ) => strings.push(s.clone()),
-                _ => return plan_err!("{} takes strings; {}", self.name(), self.usage()),
-            }
-        }
+        let Some(mut strings) = string_args(args.exprs()) else {
+            return plan_err!("{} takes strings; {}", self.name(), self.usage());
+        };
         let change = match (self.create, strings.as_slice()) {
             (true, [_, name, column, method, options @ ..]) => {
                 let mut pairs = Vec::new();

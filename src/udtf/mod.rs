@@ -27,3 +27,27 @@ pub use search::fts::{FTS_FUNCTION_NAME, FtsFunction};
 pub use search::vector::{VECTOR_SEARCH_FUNCTION_NAME, VectorSearchFunction};
 pub use tag::{TAG_FUNCTION_NAME, TagFunction};
 pub use vacuum::{VACUUM_FUNCTION_NAME, VacuumFunction};
+
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Expr;
+
+/// The string of a string literal argument.
+pub(crate) fn string(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Literal(
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::Utf8View(Some(s))
+            | ScalarValue::LargeUtf8(Some(s)),
+            _,
+        ) => Some(s),
+        _ => None,
+    }
+}
+
+/// Every argument as a string, or `None` when one is not a string literal.
+pub(crate) fn string_args(exprs: &[Expr]) -> Option<Vec<String>> {
+    exprs
+        .iter()
+        .map(|e| string(e).map(str::to_string))
+        .collect()
+}

@@ -13,11 +13,11 @@
 use std::sync::Arc;
 
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::{ScalarValue, plan_err};
+use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
-use datafusion::logical_expr::Expr;
 
+use super::string_args;
 use crate::config::{parse, parse_bool, positive};
 use crate::error::Error;
 use crate::physical_plan::OptimizeOptions;
@@ -75,23 +75,12 @@ fn unknown(pair: &str) -> Error {
 
 impl TableFunctionImpl for OptimizeFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
-        let mut strings = Vec::new();
-        for expr in args.exprs() {
-            match expr {
-                Expr::Literal(
-                    ScalarValue::Utf8(Some(s))
-                    | ScalarValue::Utf8View(Some(s))
-                    | ScalarValue::LargeUtf8(Some(s)),
-                    _,
-                ) => strings.push(s.clone()),
-                _ => {
-                    return plan_err!(
-                        "{OPTIMIZE_FUNCTION_NAME}() takes strings: '<table or location>' \
-                         [, '<option>=<value>' ...]"
-                    );
-                }
-            }
-        }
+        let Some(mut strings) = string_args(args.exprs()) else {
+            return plan_err!(
+                "{OPTIMIZE_FUNCTION_NAME}() takes strings: '<table or location>' \
+                     [, '<option>=<value>' ...]"
+            );
+        };
         if strings.is_empty() {
             return plan_err!("{OPTIMIZE_FUNCTION_NAME}() needs a table name or location");
         }

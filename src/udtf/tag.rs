@@ -14,6 +14,7 @@ use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::Expr;
 
+use super::string;
 use crate::physical_plan::{TagAction, TagChange};
 use crate::table::statement::Maintain;
 
@@ -29,18 +30,6 @@ fn usage() -> String {
         "usage: {TAG_FUNCTION_NAME}('<table or location>', 'create' | 'update' | 'delete', \
          '<tag>' [, <version>])"
     )
-}
-
-fn string(expr: &Expr) -> Option<&str> {
-    match expr {
-        Expr::Literal(
-            ScalarValue::Utf8(Some(s))
-            | ScalarValue::Utf8View(Some(s))
-            | ScalarValue::LargeUtf8(Some(s)),
-            _,
-        ) => Some(s),
-        _ => None,
-    }
 }
 
 impl TableFunctionImpl for TagFunction {

@@ -22,11 +22,11 @@ use std::sync::Arc;
 
 use chrono::TimeDelta;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::{ScalarValue, plan_err};
+use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
-use datafusion::logical_expr::Expr;
 
+use super::string_args;
 use crate::error::Error;
 use crate::physical_plan::VacuumOptions;
 use crate::table::statement::Maintain;
@@ -59,23 +59,12 @@ pub(crate) fn parse_duration(key: &str, value: &str) -> Result<TimeDelta, Error>
 
 impl TableFunctionImpl for VacuumFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
-        let mut strings = Vec::new();
-        for expr in args.exprs() {
-            match expr {
-                Expr::Literal(
-                    ScalarValue::Utf8(Some(s))
-                    | ScalarValue::Utf8View(Some(s))
-                    | ScalarValue::LargeUtf8(Some(s)),
-                    _,
-                ) => strings.push(s.clone()),
-                _ => {
-                    return plan_err!(
-                        "{VACUUM_FUNCTION_NAME}() takes strings: '<table or location>' \
-                         [, 'older_than=<duration>'] [, 'orphans_older_than=<duration>']"
-                    );
-                }
-            }
-        }
+        let Some(mut strings) = string_args(args.exprs()) else {
+            return plan_err!(
+                "{VACUUM_FUNCTION_NAME}() takes strings: '<table or location>' \
+                     [, 'older_than=<duration>'] [, 'orphans_older_than=<duration>']"
+            );
+        };
         if strings.is_empty() {
             return plan_err!("{VACUUM_FUNCTION_NAME}() needs a table name or location");
         }

@@ -19,11 +19,10 @@ use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::{ScalarValue, plan_err};
+use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::Result as DFResult;
-use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 use lance::Dataset;
 
@@ -104,15 +103,14 @@ impl MetadataFunction {
 impl TableFunctionImpl for MetadataFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
         let target = match args.exprs() {
-            [Expr::Literal(ScalarValue::Utf8(Some(s)), _)]
-            | [Expr::Literal(ScalarValue::Utf8View(Some(s)), _)]
-            | [Expr::Literal(ScalarValue::LargeUtf8(Some(s)), _)] => s.clone(),
-            _ => {
-                return plan_err!(
-                    "{}() takes one string: a table name or a dataset location",
-                    self.kind.function_name()
-                );
-            }
+            [arg] => super::string(arg),
+            _ => None,
+        };
+        let Some(target) = target.map(str::to_string) else {
+            return plan_err!(
+                "{}() takes one string: a table name or a dataset location",
+                self.kind.function_name()
+            );
         };
         Ok(StatementTable::provider(Metadata {
             kind: self.kind,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::catalog::Session;
-use datafusion::common::{DFSchema, ScalarValue, TableReference, plan_err};
+use datafusion::common::{DFSchema, TableReference, plan_err};
 use datafusion::datasource::TableProvider;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::session_state::SessionState;
@@ -21,6 +21,7 @@ use datafusion::physical_plan::filter::FilterExec;
 use futures::FutureExt;
 use lance::Dataset;
 
+pub(crate) use super::string;
 use crate::location::Snapshot;
 use crate::physical_plan::target::project;
 use crate::physical_plan::{LanceSearchExec, SearchQuery};
@@ -28,19 +29,6 @@ use crate::table::LanceTableProvider;
 use crate::table::index_rules::ColumnIndexes;
 use crate::table::lookup::registered_lance_table;
 use crate::table::pushdown;
-
-/// The string of a string literal.
-pub(crate) fn string(expr: &Expr) -> Option<&str> {
-    match expr {
-        Expr::Literal(
-            ScalarValue::Utf8(Some(s))
-            | ScalarValue::Utf8View(Some(s))
-            | ScalarValue::LargeUtf8(Some(s)),
-            _,
-        ) => Some(s),
-        _ => None,
-    }
-}
 
 /// The registered Lance table `name` (a table registered in a catalog whose
 /// lookup needs no I/O, as `CREATE EXTERNAL TABLE` tables are).
