@@ -118,6 +118,9 @@ impl LanceLogicalCodec {
         ctx: &TaskContext,
     ) -> DFResult<Arc<LanceTableProvider>> {
         let table = required(table, "table")?;
+        if table.row_id && !table.row_addr {
+            return Err(malformed("a table with row ids but no row addresses"));
+        }
         let location = self.storage.decode_location(table.location)?;
         let options = self
             .storage

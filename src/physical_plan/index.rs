@@ -187,14 +187,21 @@ async fn change(
             )));
         }
         IndexChange::Create(d) => {
-            let params = d.method.params(&d.options)?;
+            let params = d.method.params(&d.options).map_err(|e| {
+                DataFusionError::Execution(format!(
+                    "creating index '{name}' of '{}': {e}",
+                    location.display_uri
+                ))
+            })?;
+            // Lance checks the name again at commit: an index another writer
+            // created meanwhile is an error, not replaced, unless asked.
             dataset
                 .create_index(
                     &[d.column.as_str()],
                     d.method.lance_type(),
                     Some(d.name.clone()),
                     params.as_ref(),
-                    true,
+                    d.replace,
                 )
                 .await
                 .map_err(err)?;

@@ -309,7 +309,16 @@ impl ExecutionPlan for LanceSearchExec {
                 .open_snapshot(&location.uri, &params, &snapshot)
                 .await?;
             let mut scanner = dataset.scan();
-            scanner.project(&columns).map_err(&lance_err)?;
+            // The scoring column by name, where the plan wants it (Lance's
+            // automatic scoring projection is deprecated).
+            let extra = match &query {
+                SearchQuery::Vector(_) => DISTANCE_COLUMN,
+                SearchQuery::FullText(_) => SCORE_COLUMN,
+            };
+            let mut projected = columns.clone();
+            projected.push(extra.to_string());
+            scanner.disable_scoring_autoprojection();
+            scanner.project(&projected).map_err(&lance_err)?;
             match &query {
                 SearchQuery::Vector(q) => nearest(&mut scanner, q).map_err(&lance_err)?,
                 SearchQuery::FullText(q) => full_text(&mut scanner, q).map_err(&lance_err)?,

@@ -3,7 +3,7 @@
 //! `WITH` and then cannot plan it; it plans no `DROP INDEX` at all.
 //!
 //! ```sql
-//! CREATE INDEX [IF NOT EXISTS] [<name>] ON <table> [USING <type>] (<column>) [WITH (<key> = <value>, ...)]
+//! CREATE INDEX [[IF NOT EXISTS] <name>] ON <table> [USING <type>] (<column>) [WITH (<key> = <value>, ...)]
 //! CREATE INDEX <name> ON <table> (<column>) USING <type>
 //! DROP INDEX [IF EXISTS] <name> ON <table>
 //! ```
@@ -23,6 +23,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use crate::physical_plan::{IndexChange, IndexDefinition, IndexMethod};
+use crate::session::LanceSessionCache;
 use crate::table::LanceTableProvider;
 use crate::table::lookup::registered_lance_table;
 use crate::table::statement::{Maintain, NamedTable, StatementTable};
@@ -54,14 +55,29 @@ pub(crate) async fn plan_index_statement(
     let Some(lance) = registered_lance_table(state, &reference).await? else {
         return Ok(None);
     };
+    // The node opens the table by location: with this table's store parameters.
+    LanceSessionCache::for_config(state.config())
+        .register_params(lance.location(), lance.store_params());
     let change = match statement {
         Statement::CreateIndex(create) => create_change(create, &reference, &lance, &idents)?,
         Statement::Drop {
-            if_exists, names, ..
+            if_exists,
+            names,
+            cascade,
+            restrict,
+            purge,
+            temporary,
+            ..
         } => {
             let [name] = names.as_slice() else {
-                return plan_err!("DROP INDEX: drop one index at a time");
+                return plan_err!("DROP INDEX on '{reference}': drop one index at a time");
             };
+            if *cascade || *restrict || *purge || *temporary {
+                return plan_err!(
+                    "DROP INDEX {name} on '{reference}': Lance indices take no CASCADE, \
+                     RESTRICT, PURGE or TEMPORARY"
+                );
+            }
             IndexChange::Drop {
                 name: index_name(name, &idents)?,
                 if_exists: *if_exists,
@@ -104,6 +120,17 @@ fn create_change(
         (create.nulls_distinct.is_some(), "NULLS [NOT] DISTINCT"),
         (create.predicate.is_some(), "WHERE"),
         (!create.alter_options.is_empty(), "ALGORITHM / LOCK"),
+        (
+            create.columns.iter().any(|c| c.operator_class.is_some()),
+            "operator class (use WITH (metric = 'l2' | 'cosine' | 'dot'))",
+        ),
+        (
+            create
+                .columns
+                .iter()
+                .any(|c| c.column.options.asc.is_some() || c.column.options.nulls_first.is_some()),
+            "ASC / DESC / NULLS",
+        ),
     ];
     if let Some((_, clause)) = unsupported.iter().find(|(present, _)| *present) {
         return plan_err!("CREATE INDEX on '{reference}': Lance indices have no {clause} clause");

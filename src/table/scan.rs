@@ -59,7 +59,9 @@ impl LanceTableProvider {
         };
         // Trailing row identity columns: `_rowid` (lance_rows) before `_rowaddr`.
         let row_addr_index = self.row_addr.then(|| self.schema.fields().len() - 1);
-        let row_id_index = self.row_id.then(|| self.schema.fields().len() - 2);
+        let row_id_index = self
+            .row_id
+            .then(|| self.schema.fields().len().saturating_sub(2));
         let is_meta = |i: usize| Some(i) == row_addr_index || Some(i) == row_id_index;
         let with_row_addr = row_addr_index.is_some_and(|i| output.contains(&i));
         let with_row_id = row_id_index.is_some_and(|i| output.contains(&i));

@@ -22,7 +22,7 @@ use futures::FutureExt;
 use lance::Dataset;
 
 pub(crate) use super::string;
-use crate::location::Snapshot;
+use crate::location::{Snapshot, redact_uri};
 use crate::physical_plan::target::project;
 use crate::physical_plan::{LanceSearchExec, SearchQuery};
 use crate::table::LanceTableProvider;
@@ -42,8 +42,9 @@ pub(crate) fn lookup(
         Some(Ok(Some(table))) => Ok(table),
         Some(Err(e)) => Err(e),
         _ => plan_err!(
-            "{function}: '{name}' is not a registered Lance table; register the dataset first \
-             (CREATE EXTERNAL TABLE {name} STORED AS LANCE LOCATION '...')"
+            "{function}: '{}' is not a registered Lance table; register the dataset first \
+             (CREATE EXTERNAL TABLE <name> STORED AS LANCE LOCATION '...')",
+            redact_uri(name)
         ),
     }
 }
@@ -105,6 +106,11 @@ pub(crate) fn plan_search(
     extra: Field,
     postfilter: Option<Expr>,
 ) -> DFResult<Arc<dyn ExecutionPlan>> {
+    // Tasks open the version by location: give them this table's store
+    // parameters (object-store wrappers, credentials), as scans do.
+    table
+        .session_cache(state)
+        .register_params(table.location(), table.store_params());
     let table_schema = table.schema();
     let extra_index = table_schema.fields().len();
     let wanted: Vec<usize> = match projection {

@@ -30,9 +30,10 @@ use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float32Type, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{ScalarValue, plan_err};
 use datafusion::dataframe::DataFrame;
-use datafusion::datasource::{TableProvider, TableType};
+use datafusion::datasource::{TableProvider, TableType, source_as_provider};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{Expr, LogicalPlan};
@@ -42,8 +43,13 @@ use super::{check_prefilter, lookup, parse_filter, plan_search, string, with_ext
 use crate::config::parse_bool;
 use crate::error::Error;
 use crate::physical_plan::search::distance_field;
-use crate::physical_plan::{Metric, SearchQuery, VectorQuery};
+use crate::physical_plan::{
+    IndexChange, Metric, OptimizeOptions, SearchQuery, TagChange, VacuumOptions, VectorQuery,
+};
 use crate::table::LanceTableProvider;
+use crate::table::dml::LanceDml;
+use crate::table::merge::LanceMerge;
+use crate::table::statement::{Maintain, statement_of};
 
 /// SQL name of the vector-search function.
 pub const VECTOR_SEARCH_FUNCTION_NAME: &str = "lance_vector_search";
@@ -61,6 +67,9 @@ fn usage() -> String {
 
 /// The floats of a list literal.
 fn floats(value: &ScalarValue) -> Option<Vec<f32>> {
+    if value.is_null() {
+        return None;
+    }
     let list = match value {
         ScalarValue::List(a) => a.value(0),
         ScalarValue::LargeList(a) => a.value(0),
@@ -117,7 +126,7 @@ impl TableFunctionImpl for VectorSearchFunction {
         let vector = match &exprs[2] {
             Expr::Literal(value, _) => match floats(value) {
                 Some(v) => {
-                    check_dimension(&v, column, dim)?;
+                    check_dimension(&v, name, column, dim)?;
                     QueryVector::Literal(v)
                 }
                 None => {
@@ -137,11 +146,14 @@ impl TableFunctionImpl for VectorSearchFunction {
         };
         let k = match &exprs[3] {
             Expr::Literal(v, _) if v.data_type().is_integer() => {
-                match v.cast_to(&DataType::Int64)? {
+                match v
+                    .cast_to(&DataType::Int64)
+                    .unwrap_or(ScalarValue::Int64(None))
+                {
                     ScalarValue::Int64(Some(k)) if k > 0 => k as usize,
                     _ => {
                         return plan_err!(
-                            "{VECTOR_SEARCH_FUNCTION_NAME}: k must be positive; got {v}"
+                            "{VECTOR_SEARCH_FUNCTION_NAME}: k must be a positive integer; got {v}"
                         );
                     }
                 }
@@ -274,6 +286,14 @@ impl VectorSearch {
         let Some(state) = state.as_any().downcast_ref::<SessionState>() else {
             return plan_err!("{VECTOR_SEARCH_FUNCTION_NAME}: subqueries need a SessionState");
         };
+        // The subquery runs when the statement is planned (EXPLAIN too):
+        // never one that changes a table.
+        if changes_tables(plan) {
+            return plan_err!(
+                "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector subquery must only read; it \
+                 runs when the statement is planned"
+            );
+        }
         let batches = DataFrame::new(state.clone(), plan.as_ref().clone())
             .collect()
             .await?;
@@ -295,6 +315,11 @@ impl VectorSearch {
             }
             _ => None,
         };
+        if value.is_null() {
+            return plan_err!(
+                "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector subquery returned NULL"
+            );
+        }
         wrapped.ok_or_else(|| {
             DataFusionError::Plan(format!(
                 "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector subquery returned {value}, not \
@@ -339,7 +364,7 @@ impl TableProvider for VectorSearch {
             .field_with_name(&query.column)
             .map(|f| f.data_type())
         {
-            check_dimension(&query.vector, &query.column, *dim)?;
+            check_dimension(&query.vector, &self.name, &query.column, *dim)?;
         }
         let postfilter = match query.filter.take() {
             Some(filter) if query.prefilter => {
@@ -368,13 +393,37 @@ impl TableProvider for VectorSearch {
     }
 }
 /// An error unless the query vector has the column's dimension.
-fn check_dimension(query: &[f32], column: &str, dim: i32) -> Result<(), Error> {
+fn check_dimension(query: &[f32], table: &str, column: &str, dim: i32) -> Result<(), Error> {
     if query.len() == dim as usize {
         Ok(())
     } else {
         Err(Error::unsupported(format!(
-            "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector has {} dimensions; column '{column}' holds {dim}",
+            "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector has {} dimensions; column \
+             '{column}' of '{table}' holds {dim}",
             query.len()
         )))
     }
+}
+
+/// Whether `plan` scans a statement that changes a table (DML, a merge, a
+/// maintenance function).
+fn changes_tables(plan: &LogicalPlan) -> bool {
+    let changes = |provider: &dyn TableProvider| {
+        statement_of::<LanceDml>(provider).is_some()
+            || statement_of::<LanceMerge>(provider).is_some()
+            || statement_of::<Maintain<VacuumOptions>>(provider).is_some()
+            || statement_of::<Maintain<TagChange>>(provider).is_some()
+            || statement_of::<Maintain<OptimizeOptions>>(provider).is_some()
+            || statement_of::<Maintain<IndexChange>>(provider).is_some()
+    };
+    plan.exists(|node| {
+        Ok(match node {
+            LogicalPlan::TableScan(scan) => source_as_provider(&scan.source)
+                .map(|p| changes(p.as_ref()))
+                .unwrap_or(false),
+            LogicalPlan::Dml(_) | LogicalPlan::Copy(_) | LogicalPlan::Ddl(_) => true,
+            _ => false,
+        })
+    })
+    .unwrap_or(true)
 }
