@@ -96,25 +96,13 @@ async fn sql_distances_match_lances_exact_search() {
                 })
                 .collect();
 
-            let mut scanner = ds.scan();
-            scanner
-                .nearest("emb", &Float32Array::from(q.clone()), 10)
-                .unwrap()
-                .distance_metric(metric.into())
-                .use_index(false);
-            scanner.project(&["id"]).unwrap();
-            let theirs = scanner.try_into_batch().await.unwrap();
-            let ids = theirs
-                .column_by_name("id")
-                .unwrap()
-                .as_primitive::<Int64Type>();
-            let d = theirs
-                .column_by_name("_distance")
-                .unwrap()
-                .as_primitive::<Float32Type>();
-            let theirs: Vec<(i64, f64)> = (0..theirs.num_rows())
-                .map(|i| (ids.value(i), d.value(i) as f64))
-                .collect();
+            let theirs: Vec<(i64, f64)> = nearest(&ds, &q, 10, |s| {
+                s.distance_metric(metric.into()).use_index(false);
+            })
+            .await
+            .into_iter()
+            .map(|(id, d)| (id, d as f64))
+            .collect();
 
             assert_eq!(ours.len(), 10);
             assert_eq!(theirs.len(), 10);

@@ -220,11 +220,10 @@ impl TableProvider for FullTextSearch {
             check_prefilter(
                 FTS_FUNCTION_NAME,
                 filter,
-                &dataset,
+                &indexes,
                 &self.table.schema(),
                 "filter the results in WHERE instead",
-            )
-            .await?;
+            )?;
         }
         let mut query = self.query.clone();
         if query.phrase && query.columns.is_empty() {

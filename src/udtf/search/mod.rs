@@ -73,15 +73,15 @@ pub(crate) fn parse_filter(
 }
 
 /// An error unless Lance evaluates every conjunct of `filter` with
-/// DataFusion's semantics on `dataset` (the scan's pushdown and index rules).
-pub(crate) async fn check_prefilter(
+/// DataFusion's semantics given the version's `indexes` (the scan's pushdown
+/// and index rules).
+pub(crate) fn check_prefilter(
     function: &str,
     filter: &Expr,
-    dataset: &Dataset,
+    indexes: &ColumnIndexes,
     schema: &Schema,
     instead: &str,
 ) -> DFResult<()> {
-    let indexes = ColumnIndexes::of(dataset).await;
     for conjunct in split_conjunction(filter) {
         if !pushdown::is_exact(conjunct, schema) || !indexes.allows(conjunct, schema) {
             return plan_err!(

@@ -48,6 +48,7 @@ use crate::physical_plan::{
 };
 use crate::table::LanceTableProvider;
 use crate::table::dml::LanceDml;
+use crate::table::index_rules::ColumnIndexes;
 use crate::table::merge::LanceMerge;
 use crate::table::statement::{Maintain, statement_of};
 
@@ -371,11 +372,10 @@ impl TableProvider for VectorSearch {
                 check_prefilter(
                     VECTOR_SEARCH_FUNCTION_NAME,
                     &filter,
-                    &dataset,
+                    &ColumnIndexes::of(&dataset).await,
                     &table_schema,
                     "use 'prefilter=false' (filter the k rows found) or filter in WHERE",
-                )
-                .await?;
+                )?;
                 query.filter = Some(filter);
                 None
             }
