@@ -42,6 +42,8 @@ pub struct LanceConfig {
     pub pushdown_filters: FilterPushdown,
     /// `lance.use_scalar_index`.
     pub use_scalar_index: bool,
+    /// `lance.use_vector_index`.
+    pub use_vector_index: bool,
     /// `lance.metadata_cache_bytes`.
     pub metadata_cache_bytes: usize,
     /// `lance.index_cache_bytes`.
@@ -78,6 +80,7 @@ impl Default for LanceConfig {
             io_buffer_size: 0,
             pushdown_filters: FilterPushdown::Auto,
             use_scalar_index: true,
+            use_vector_index: true,
             metadata_cache_bytes: budgets.metadata_bytes,
             index_cache_bytes: budgets.index_bytes,
             max_rows_per_file: 1024 * 1024,
@@ -191,6 +194,18 @@ pub(crate) const SETTINGS: &[Setting] = &[
         get: |c| c.use_scalar_index.to_string(),
         set: |c, key, value| {
             c.use_scalar_index = parse_bool(key, value)?;
+            Ok(())
+        },
+    },
+    Setting {
+        key: "use_vector_index",
+        default_label: None,
+        description: "answer `ORDER BY <distance>(<vector column>, <vector>) LIMIT k` from the \
+            column's vector index when it has one of that metric (approximate, as \
+            `lance_vector_search`); false: exact, by DataFusion",
+        get: |c| c.use_vector_index.to_string(),
+        set: |c, key, value| {
+            c.use_vector_index = parse_bool(key, value)?;
             Ok(())
         },
     },
@@ -401,6 +416,7 @@ mod tests {
             ("io_buffer_size", "4096"),
             ("pushdown_filters", "true"),
             ("use_scalar_index", "false"),
+            ("use_vector_index", "false"),
             ("metadata_cache_bytes", "1000"),
             ("index_cache_bytes", "2000"),
             ("max_rows_per_file", "11"),

@@ -1,5 +1,6 @@
 //! Planning hooks this crate installs on a DataFusion session.
 
+pub(crate) mod ann;
 pub(crate) mod dml;
 pub(crate) mod index;
 pub(crate) mod intercept;

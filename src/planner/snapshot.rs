@@ -74,7 +74,8 @@ impl QueryPlanner for LanceQueryPlanner {
 /// per table), the tables `lance_merge`, the metadata functions
 /// (`lance_versions`, ...) and `lance_vacuum` name are looked up, and the plans nested inside statements
 /// are optimized (so subqueries become joins that `datafusion-proto` can
-/// encode).
+/// encode). Then an `ORDER BY <distance> LIMIT k` over an indexed vector
+/// column reads from the index (see [`super::ann`]).
 ///
 /// Call it on a logical plan before encoding it for another process (see
 /// [`crate::codec`]): the decoded plan then reads exactly these versions and
@@ -83,7 +84,8 @@ pub async fn resolve_lance_tables(
     plan: LogicalPlan,
     state: &SessionState,
 ) -> DFResult<LogicalPlan> {
-    Snapshots::default().fix(plan, state).await
+    let plan = Snapshots::default().fix(plan, state).await?;
+    super::ann::use_vector_indexes(plan, state).await
 }
 
 /// Identifies one table as the process sees it: location, store parameters

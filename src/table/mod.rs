@@ -261,6 +261,11 @@ impl LanceTableProvider {
             .await
     }
 
+    /// True when the provider adds Lance's `_rowid` / `_rowaddr` columns.
+    pub(crate) fn has_row_columns(&self) -> bool {
+        self.row_addr || self.row_id
+    }
+
     /// True when the version this provider reads is decided per statement
     /// and not decided yet.
     pub(crate) fn needs_snapshot(&self) -> bool {

@@ -318,7 +318,7 @@ async fn ivf_pq_search_answers_like_lance_and_exact_search_recalls_all() {
             .filter(|(id, _)| exact.iter().any(|(e, _)| e == id))
             .count()
     };
-    let (mut found, mut refined) = (0usize, 0usize);
+    let (mut found, mut refined, mut approximate) = (0usize, 0usize, 0usize);
     for round in 0..50 {
         let q: Vec<f32> = (0..D).map(|_| normal(&mut rng)).collect();
         let exact = exact_top(&vectors, D as usize, &q, 10);
@@ -334,7 +334,39 @@ async fn ivf_pq_search_answers_like_lance_and_exact_search_recalls_all() {
         found += recall_of(&ann, &exact);
         let ann = search(&ctx, &q, 10, ", 'nprobes=8', 'refine_factor=5'").await;
         refined += recall_of(&ann, &exact);
+        // ORDER BY l2_distance LIMIT reads the rows the search function
+        // finds with the same (default) parameters, nearest first.
+        let ordered = order_by_distance(&ctx, &q, 10).await;
+        let mut searched = search(&ctx, &q, 10, "").await;
+        searched.sort_by(|a, b| {
+            exact_distance(&vectors, D as usize, &q, a.0)
+                .total_cmp(&exact_distance(&vectors, D as usize, &q, b.0))
+        });
+        let searched: Vec<i64> = searched.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ordered, searched, "ORDER BY query {round}");
+        approximate += usize::from(ordered != exact.iter().map(|(id, _)| *id).collect::<Vec<_>>());
     }
+    // The index answered (approximately): exact sorting would always match.
+    assert!(approximate > 0, "every ORDER BY answer was exact");
+    let zeros = vec!["0.0"; D as usize].join(", ");
+    let plan = ctx
+        .sql(&format!(
+            "SELECT id FROM v ORDER BY l2_distance(emb, [{zeros}]) LIMIT 10"
+        ))
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let text = datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string();
+    assert!(
+        text.contains("LanceSearchExec")
+            && text.contains("k=10")
+            && !text.contains("LanceScanExec"),
+        "{text}"
+    );
     let recall = found as f64 / 500.0;
     let refined = refined as f64 / 500.0;
     eprintln!(
@@ -349,6 +381,33 @@ async fn ivf_pq_search_answers_like_lance_and_exact_search_recalls_all() {
         refined > recall + 0.1,
         "refined {refined:.3} vs {recall:.3}"
     );
+}
+
+/// The ids of `SELECT id FROM v ORDER BY l2_distance(emb, q) LIMIT k`.
+async fn order_by_distance(
+    ctx: &datafusion::prelude::SessionContext,
+    q: &[f32],
+    k: usize,
+) -> Vec<i64> {
+    let literal = q
+        .iter()
+        .map(|x| format!("{x:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let statement = format!("SELECT id FROM v ORDER BY l2_distance(emb, [{literal}]) LIMIT {k}");
+    let batches = sql(ctx, &statement)
+        .await
+        .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    batches
+        .iter()
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect()
+}
+
+/// The squared L2 distance of row `id` of `vectors` to `q`.
+fn exact_distance(vectors: &[f32], dim: usize, q: &[f32], id: i64) -> f32 {
+    let v = &vectors[id as usize * dim..(id as usize + 1) * dim];
+    v.iter().zip(q).map(|(a, b)| (a - b) * (a - b)).sum()
 }
 
 /// The exact `k` nearest ids (squared L2) of `q` among `vectors` (`dim` wide,
@@ -370,7 +429,8 @@ fn exact_top(vectors: &[f32], dim: usize, q: &[f32], k: usize) -> Vec<(i64, f32)
 }
 
 /// `lance_vector_search` plans — a literal or a subquery vector, options and
-/// a prefilter — encode, decode in another context, and run the same there.
+/// a prefilter — and a nearest-neighbour `ORDER BY ... LIMIT` read from an
+/// index encode, decode in another context, and run the same there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vector_search_round_trips_through_the_codecs() {
     use datafusion::physical_plan::{collect, displayable};
@@ -401,7 +461,14 @@ async fn a_vector_search_round_trips_through_the_codecs() {
     let explain = |plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
         displayable(plan.as_ref()).indent(true).to_string()
     };
+    // An index, so that ORDER BY ... LIMIT plans a search too.
+    ok(
+        &origin,
+        "CREATE INDEX emb_idx ON v USING IVF_FLAT (emb) WITH (num_partitions = 2)",
+    )
+    .await;
     for statement in [
+        format!("SELECT id, l2_distance(emb, [{q}]) AS d FROM v WHERE id < 900 ORDER BY d LIMIT 6"),
         format!(
             "SELECT id, _distance FROM lance_vector_search('v', 'emb', [{q}], 7, 'metric=cosine', \
              'nprobes=3', 'refine_factor=2', 'ef=40', 'filter=id < 900')"

@@ -67,7 +67,7 @@ fn usage() -> String {
 }
 
 /// The floats of a list literal.
-fn floats(value: &ScalarValue) -> Option<Vec<f32>> {
+pub(crate) fn floats(value: &ScalarValue) -> Option<Vec<f32>> {
     if value.is_null() {
         return None;
     }
