@@ -37,7 +37,7 @@ pub use physical_plan::merge_options::{
 };
 pub use physical_plan::{LanceScanExec, LanceSink};
 pub use planner::time_travel::AS_OF_FUNCTION_NAME;
-pub use planner::{LanceQueryPlanner, plan_lance_sql, resolve_lance_tables};
+pub use planner::{LanceQueryPlanner, execute_lance_plan, plan_lance_sql, resolve_lance_tables};
 pub use session::{
     LanceSessionCache, OpenerStats, SHARE_SESSION_ENV, session_sharing_disabled, store_params,
 };
@@ -165,10 +165,12 @@ pub trait LanceSessionContextExt {
     /// table this context opens from now on.
     fn with_lance_session_cache(&self, cache: Arc<LanceSessionCache>);
 
-    /// Like [`SessionContext::sql`], also accepting `MERGE INTO` on Lance
-    /// tables and time travel (`VERSION AS OF`, `TIMESTAMP AS OF`,
-    /// `lance_as_of(...)`), which DataFusion 54 cannot plan (see
-    /// [`plan_lance_sql`]).
+    /// Like [`SessionContext::sql`], also accepting `MERGE INTO`, `CREATE
+    /// INDEX` / `DROP INDEX` and `ALTER TABLE` on Lance tables and time
+    /// travel (`VERSION AS OF`, `TIMESTAMP AS OF`, `lance_as_of(...)`),
+    /// which DataFusion 54 cannot plan (see [`plan_lance_sql`]). Like
+    /// DataFusion's DDL, `ALTER TABLE` runs right away and the table is
+    /// registered again with its new schema (see [`execute_lance_plan`]).
     fn lance_sql(
         &self,
         sql: &str,
@@ -186,7 +188,7 @@ impl LanceSessionContextExt for SessionContext {
     ) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
         let state = self.state();
         match plan_lance_sql(&state, sql).await? {
-            Some(plan) => self.execute_logical_plan(plan).await,
+            Some(plan) => execute_lance_plan(self, plan).await,
             None => self.sql(sql).await,
         }
     }

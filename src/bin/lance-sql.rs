@@ -222,7 +222,7 @@ async fn run_plan(
     print_options: &PrintOptions,
 ) -> Result<()> {
     let started = std::time::Instant::now();
-    let df = ctx.execute_logical_plan(plan).await?;
+    let df = datafusion_lance::execute_lance_plan(ctx, plan).await?;
     let schema = Arc::new(df.schema().as_arrow().clone());
     let batches = df.collect().await?;
     let rows = batches.iter().map(|b| b.num_rows()).sum();

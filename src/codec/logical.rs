@@ -16,6 +16,7 @@ use datafusion_proto::logical_plan::{
 use datafusion_proto::protobuf::LogicalPlanNode;
 use prost::Message;
 
+use super::alter::{decode_alter, encode_alter};
 use super::maintenance::{
     decode_index, decode_optimize, decode_tag, decode_vacuum, encode_index, encode_optimize,
     encode_tag, encode_vacuum,
@@ -29,7 +30,7 @@ use super::{
 };
 use crate::format::LanceFormatFactory;
 use crate::location::TableLocation;
-use crate::physical_plan::{IndexChange, OptimizeOptions, TagChange, VacuumOptions};
+use crate::physical_plan::{IndexChange, OptimizeOptions, SchemaChange, TagChange, VacuumOptions};
 use crate::session::LanceSessionCache;
 use crate::table::dml::{DmlOp, LanceDml};
 use crate::table::merge::LanceMerge;
@@ -259,6 +260,12 @@ impl LanceLogicalCodec {
                 text: Some(encode_text(&search.query, self)?),
             })));
         }
+        if let Some(alter) = statement_of::<Maintain<SchemaChange>>(provider) {
+            return Ok(Some(Table::Alter(proto::AlterTable {
+                target: Some(self.encode_target(&alter.target, alter.location.as_ref())),
+                change: Some(encode_alter(&alter.work, self)?),
+            })));
+        }
         if let Some(index) = statement_of::<Maintain<IndexChange>>(provider) {
             return Ok(Some(Table::Index(proto::IndexTable {
                 target: Some(self.encode_target(&index.target, index.location.as_ref())),
@@ -365,6 +372,14 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
                 self.decode_table(search.table, ctx)?,
                 decode_text(required(search.text, "text query")?, ctx, self)?,
             )),
+            Table::Alter(alter) => {
+                let (target, location) = self.decode_target(alter.target)?;
+                StatementTable::provider(Maintain {
+                    target,
+                    location,
+                    work: decode_alter(alter.change, ctx, self)?,
+                })
+            }
             Table::Index(index) => {
                 let (target, location) = self.decode_target(index.target)?;
                 StatementTable::provider(Maintain {

@@ -55,6 +55,7 @@
 //! # }
 //! ```
 
+mod alter;
 mod logical;
 mod maintenance;
 mod physical;

@@ -18,6 +18,7 @@ use datafusion_proto::physical_plan::{
 use datafusion_proto::protobuf::PhysicalSortExprNodeCollection;
 use prost::Message;
 
+use super::alter::{decode_alter, encode_alter};
 use super::maintenance::{
     decode_index, decode_optimize, decode_tag, decode_vacuum, encode_index, encode_optimize,
     encode_tag, encode_vacuum,
@@ -31,8 +32,9 @@ use super::{
 };
 use crate::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
 use crate::physical_plan::{
-    LanceCommitExec, LanceDeleteExec, LanceIndexExec, LanceMergeExec, LanceOptimizeExec,
-    LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec, LanceWriteExec,
+    LanceAlterExec, LanceCommitExec, LanceDeleteExec, LanceIndexExec, LanceMergeExec,
+    LanceOptimizeExec, LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec,
+    LanceWriteExec,
 };
 use crate::physical_plan::{LanceSearchExec, SearchQuery};
 
@@ -109,6 +111,15 @@ impl LancePhysicalCodec {
                 query,
                 schema: Some(encode_schema(&search.schema())?),
                 text,
+            })));
+        }
+        if let Some(alter) = node.downcast_ref::<LanceAlterExec>() {
+            return Ok(Some(Node::Alter(proto::AlterNode {
+                location: Some(s.encode_location(alter.location())),
+                change: Some(encode_alter(
+                    alter.work(),
+                    &DefaultLogicalExtensionCodec {},
+                )?),
             })));
         }
         if let Some(index) = node.downcast_ref::<LanceIndexExec>() {
@@ -295,6 +306,10 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
                     decode_schema(search.schema)?,
                 ))
             }
+            Node::Alter(alter) => Arc::new(LanceAlterExec::new(
+                s.decode_location(alter.location)?,
+                decode_alter(alter.change, ctx, &DefaultLogicalExtensionCodec {})?,
+            )),
             Node::Index(index) => Arc::new(LanceIndexExec::new(
                 s.decode_location(index.location)?,
                 decode_index(index.change)?,

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use datafusion_proto::protobuf::{
-    LogicalExprNode, LogicalPlanNode, PhysicalSortExprNodeCollection, Schema,
+    ArrowType, LogicalExprNode, LogicalPlanNode, PhysicalSortExprNodeCollection, Schema,
 };
 
 /// The version of this encoding; a decoder refuses others.
@@ -267,6 +267,48 @@ pub(crate) struct IndexChange {
     pub if_exists: bool,
 }
 
+/// `ALTER TABLE`: one schema change.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct SchemaChange {
+    /// `add`, `drop`, `rename`, `set_type`, `drop_not_null` or `set_default`.
+    #[prost(string, tag = "1")]
+    pub action: String,
+    #[prost(string, tag = "2")]
+    pub column: String,
+    /// `rename`: the new name.
+    #[prost(string, tag = "3")]
+    pub to: String,
+    #[prost(message, optional, tag = "4")]
+    pub data_type: Option<ArrowType>,
+    #[prost(bool, tag = "5")]
+    pub nullable: bool,
+    /// `add`: `null`, `default` or `computed`.
+    #[prost(string, tag = "6")]
+    pub values: String,
+    /// The default (a literal) or the computed expression.
+    #[prost(message, optional, tag = "7")]
+    pub value: Option<LogicalExprNode>,
+    /// `IF [NOT] EXISTS`.
+    #[prost(bool, tag = "8")]
+    pub if_exists: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct AlterNode {
+    #[prost(message, optional, tag = "1")]
+    pub location: Option<Location>,
+    #[prost(message, optional, tag = "2")]
+    pub change: Option<SchemaChange>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct AlterTable {
+    #[prost(message, optional, tag = "1")]
+    pub target: Option<NamedTarget>,
+    #[prost(message, optional, tag = "2")]
+    pub change: Option<SchemaChange>,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct IndexNode {
     #[prost(message, optional, tag = "1")]
@@ -373,7 +415,7 @@ pub(crate) struct PhysicalNode {
     pub format: u32,
     #[prost(
         oneof = "physical_node::Node",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14"
     )]
     pub node: Option<physical_node::Node>,
 }
@@ -405,6 +447,8 @@ pub(crate) mod physical_node {
         Index(super::IndexNode),
         #[prost(message, tag = "13")]
         Search(super::SearchNode),
+        #[prost(message, tag = "14")]
+        Alter(super::AlterNode),
     }
 }
 
@@ -518,7 +562,7 @@ pub(crate) struct Provider {
     pub format: u32,
     #[prost(
         oneof = "provider::Table",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
     )]
     pub table: Option<provider::Table>,
 }
@@ -554,5 +598,7 @@ pub(crate) mod provider {
         VectorSearch(super::VectorSearchTable),
         #[prost(message, tag = "15")]
         FullTextSearch(super::FullTextSearchTable),
+        #[prost(message, tag = "16")]
+        Alter(super::AlterTable),
     }
 }

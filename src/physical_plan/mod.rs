@@ -5,6 +5,7 @@
 //! [`LanceCommitExec`] (one partition) commits all of them in one transaction.
 //! No in-process state connects the two, so the plan can be distributed.
 
+pub(crate) mod alter;
 pub(crate) mod commit;
 pub(crate) mod delete;
 pub(crate) mod in_flight;
@@ -26,6 +27,7 @@ pub(crate) mod update;
 pub(crate) mod vacuum;
 pub(crate) mod write;
 
+pub use alter::{DEFAULT_METADATA_KEY, LanceAlterExec, NewValues, SchemaChange};
 pub use commit::LanceCommitExec;
 pub use delete::LanceDeleteExec;
 pub use index::{IndexChange, IndexDefinition, LanceIndexExec};

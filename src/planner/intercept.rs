@@ -6,6 +6,7 @@
 //!
 //! * `MERGE INTO` on a Lance table (see [`super::merge_into`]);
 //! * `CREATE INDEX` / `DROP INDEX` on a Lance table (see [`super::index`]);
+//! * `ALTER TABLE` on a Lance table (see [`super::alter`]);
 //! * any statement reading a Lance table as of a version, a tag or a time
 //!   (see [`super::time_travel`]).
 //!
@@ -24,12 +25,13 @@ use datafusion::sql::sqlparser::dialect::{Dialect, dialect_from_str};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
+use super::alter::plan_alter_table;
 use super::index::plan_index_statement;
 use super::merge_into::{mark_stars, plan_merge_into};
 use super::time_travel::{self, AS_OF_FUNCTION_NAME, PinnedRelations};
 
 /// Plans `sql` when it is a statement DataFusion cannot plan on Lance tables
-/// — `MERGE INTO`, `CREATE INDEX`, `DROP INDEX`, or a query with `VERSION AS OF` / `TIMESTAMP AS OF` /
+/// — `MERGE INTO`, `CREATE INDEX`, `DROP INDEX`, `ALTER TABLE`, or a query with `VERSION AS OF` / `TIMESTAMP AS OF` /
 /// `lance_as_of(...)` — or an `EXPLAIN` of one; `None` for any other SQL,
 /// which [`SessionContext::sql`](datafusion::prelude::SessionContext::sql)
 /// plans as usual. [`crate::LanceSessionContextExt::lance_sql`] and
@@ -68,8 +70,9 @@ pub async fn plan_lance_sql(state: &SessionState, sql: &str) -> DFResult<Option<
     }
 }
 
-/// Plans `statement` when it is `MERGE INTO`, `CREATE INDEX` or `DROP
-/// INDEX` on a Lance table, or an `EXPLAIN` of one; `None` otherwise.
+/// Plans `statement` when it is `MERGE INTO`, `CREATE INDEX`, `DROP INDEX`
+/// or `ALTER TABLE` on a Lance table, or an `EXPLAIN` of one; `None`
+/// otherwise.
 async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Option<LogicalPlan>> {
     let (inner, explain) = match statement {
         DFStatement::Explain(explain) => (explain.statement.as_ref(), Some(explain)),
@@ -80,6 +83,10 @@ async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Op
     };
     let plan = match inner.as_ref() {
         Statement::Merge(merge) => plan_merge_into(state, merge).await?,
+        alter @ Statement::AlterTable(_) => match plan_alter_table(state, alter).await? {
+            Some(plan) => plan,
+            None => return Ok(None),
+        },
         other => match plan_index_statement(state, other).await? {
             Some(plan) => plan,
             None => return Ok(None),
@@ -101,7 +108,7 @@ async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Op
     ))
 }
 
-/// True when `tokens` hold `MERGE`, `INDEX`, `AS OF` or `lance_as_of`: the
+/// True when `tokens` hold `MERGE`, `INDEX`, `ALTER`, `AS OF` or `lance_as_of`: the
 /// only statements worth parsing here.
 fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
     let mut previous = Keyword::NoKeyword;
@@ -112,8 +119,10 @@ fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
             }
             continue;
         };
-        if matches!(word.keyword, Keyword::MERGE | Keyword::INDEX)
-            || (previous == Keyword::AS && word.keyword == Keyword::OF)
+        if matches!(
+            word.keyword,
+            Keyword::MERGE | Keyword::INDEX | Keyword::ALTER
+        ) || (previous == Keyword::AS && word.keyword == Keyword::OF)
             || word.value.eq_ignore_ascii_case(AS_OF_FUNCTION_NAME)
         {
             return true;

@@ -1,5 +1,6 @@
 //! Planning hooks this crate installs on a DataFusion session.
 
+pub(crate) mod alter;
 pub(crate) mod ann;
 pub(crate) mod dml;
 pub(crate) mod index;
@@ -11,6 +12,7 @@ pub(crate) mod time_travel;
 pub(crate) mod vector_check;
 pub(crate) mod version_clause;
 
+pub use alter::execute_lance_plan;
 pub(crate) use dml::LanceDmlRewrite;
 pub use intercept::plan_lance_sql;
 pub(crate) use merge::LanceMergePlanner;

@@ -33,7 +33,7 @@ use lance_io::object_store::ObjectStoreParams;
 
 use crate::config::VersionSpec;
 use crate::format::LanceFormatFactory;
-use crate::physical_plan::{IndexChange, OptimizeOptions, TagChange, VacuumOptions};
+use crate::physical_plan::{IndexChange, OptimizeOptions, SchemaChange, TagChange, VacuumOptions};
 use crate::table::LanceTableProvider;
 use crate::table::dml::LanceDml;
 use crate::table::merge::LanceMerge;
@@ -192,6 +192,10 @@ impl Snapshots {
                 return Ok(Some(resolved));
             }
             if let Some(resolved) = resolve_named::<Maintain<IndexChange>>(provider, state).await? {
+                return Ok(Some(resolved));
+            }
+            if let Some(resolved) = resolve_named::<Maintain<SchemaChange>>(provider, state).await?
+            {
                 return Ok(Some(resolved));
             }
             resolve_named::<Maintain<VacuumOptions>>(provider, state).await

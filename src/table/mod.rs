@@ -12,6 +12,7 @@ pub(crate) mod scan;
 pub(crate) mod statement;
 pub(crate) mod write;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -77,6 +78,25 @@ pub struct LanceTableProvider {
     /// Expose Lance's row id as a `_rowid` column before `_rowaddr`
     /// (`lance_rows`).
     row_id: bool,
+    /// Column defaults stored by `ALTER TABLE ... DEFAULT` (what an `INSERT`
+    /// omitting the column writes).
+    defaults: Arc<HashMap<String, Expr>>,
+}
+
+/// The `DEFAULT`s stored in `schema`'s field metadata.
+fn column_defaults(schema: &Schema) -> Arc<HashMap<String, Expr>> {
+    use crate::physical_plan::alter::{DEFAULT_METADATA_KEY, default_value};
+    Arc::new(
+        schema
+            .fields()
+            .iter()
+            .filter_map(|f| {
+                let text = f.metadata().get(DEFAULT_METADATA_KEY)?;
+                let value = default_value(text, f.data_type())?;
+                Some((f.name().clone(), Expr::Literal(value, None)))
+            })
+            .collect(),
+    )
 }
 
 impl fmt::Debug for LanceTableProvider {
@@ -205,6 +225,7 @@ impl LanceTableProviderBuilder {
             location,
             params,
             version: self.options.version.clone(),
+            defaults: column_defaults(&schema),
             schema,
             constraints,
             options: self.options,
@@ -285,6 +306,7 @@ impl LanceTableProvider {
             resolved: self.resolved.clone(),
             row_addr: self.row_addr,
             row_id: self.row_id,
+            defaults: Arc::clone(&self.defaults),
         }
     }
 
@@ -383,6 +405,7 @@ impl LanceTableProvider {
             version: parts.options.version.clone(),
             location: parts.location,
             params,
+            defaults: column_defaults(&parts.schema),
             schema: parts.schema,
             constraints: parts.constraints,
             options: parts.options,
@@ -456,6 +479,10 @@ impl TableProvider for LanceTableProvider {
 
     fn constraints(&self) -> Option<&Constraints> {
         self.constraints.as_ref()
+    }
+
+    fn get_column_default(&self, column: &str) -> Option<&Expr> {
+        self.defaults.get(column)
     }
 
     fn supports_filters_pushdown(

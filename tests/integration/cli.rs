@@ -180,6 +180,32 @@ async fn merge_into_runs_in_lance_sql() {
     );
 }
 
+/// `ALTER TABLE` runs in `lance-sql`, and the next statement sees the new
+/// column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_table_runs_in_lance_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        &format!("CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}'"),
+        "-c",
+        "INSERT INTO t VALUES (1), (2)",
+        "-c",
+        "ALTER TABLE t ADD COLUMN twice BIGINT AS (id * 2)",
+        "-c",
+        "SELECT * FROM t ORDER BY id",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "count\n2\ncolumn,action,version\ntwice,added,3\nid,twice\n1,2\n2,4\n"
+    );
+}
+
 /// The interactive loop, fed through stdin: statements (also `MERGE INTO`,
 /// which DataFusion cannot plan), backslash commands, errors that do not end
 /// the session, and `\q`.

@@ -7,6 +7,7 @@
 mod fixtures;
 mod support;
 
+mod alter;
 mod cli;
 mod cluster;
 mod codec;

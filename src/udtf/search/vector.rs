@@ -44,7 +44,8 @@ use crate::config::parse_bool;
 use crate::error::Error;
 use crate::physical_plan::search::distance_field;
 use crate::physical_plan::{
-    IndexChange, Metric, OptimizeOptions, SearchQuery, TagChange, VacuumOptions, VectorQuery,
+    IndexChange, Metric, OptimizeOptions, SchemaChange, SearchQuery, TagChange, VacuumOptions,
+    VectorQuery,
 };
 use crate::table::LanceTableProvider;
 use crate::table::dml::LanceDml;
@@ -415,6 +416,7 @@ fn changes_tables(plan: &LogicalPlan) -> bool {
             || statement_of::<Maintain<TagChange>>(provider).is_some()
             || statement_of::<Maintain<OptimizeOptions>>(provider).is_some()
             || statement_of::<Maintain<IndexChange>>(provider).is_some()
+            || statement_of::<Maintain<SchemaChange>>(provider).is_some()
     };
     plan.exists(|node| {
         Ok(match node {
