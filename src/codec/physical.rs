@@ -192,6 +192,7 @@ impl LancePhysicalCodec {
                 use_scalar_index: o.use_scalar_index,
                 row_addr: o.row_addr,
                 row_id: o.row_id,
+                scalar_indexes: o.scalar_indexes.clone(),
             }),
         })
     }
@@ -230,6 +231,7 @@ impl LancePhysicalCodec {
                 use_scalar_index: options.use_scalar_index,
                 row_addr: options.row_addr,
                 row_id: options.row_id,
+                scalar_indexes: options.scalar_indexes,
             },
         }))
     }

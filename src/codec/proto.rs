@@ -63,6 +63,8 @@ pub(crate) struct ScanOptions {
     pub row_addr: bool,
     #[prost(bool, tag = "8")]
     pub row_id: bool,
+    #[prost(string, repeated, tag = "9")]
+    pub scalar_indexes: Vec<String>,
 }
 
 /// The fragments one partition reads.

@@ -54,6 +54,9 @@ pub struct ScanOptions {
     pub row_addr: bool,
     /// Append Lance's `_rowid` column before it (`lance_rows`).
     pub row_id: bool,
+    /// The scalar indices Lance may answer the pushed filter from (shown by
+    /// `EXPLAIN`).
+    pub scalar_indexes: Vec<String>,
 }
 
 /// Rows of one partition's fragments, for statistics.
@@ -294,6 +297,13 @@ impl DisplayAs for LanceScanExec {
                 if let Some(filter) = &self.filter {
                     write!(f, ", filter={filter}")?;
                 }
+                if !self.options.scalar_indexes.is_empty() {
+                    write!(
+                        f,
+                        ", scalar_index=[{}]",
+                        self.options.scalar_indexes.join(", ")
+                    )?;
+                }
                 if let Some(limit) = self.limit {
                     write!(f, ", limit={limit}")?;
                 }
@@ -310,6 +320,13 @@ impl DisplayAs for LanceScanExec {
                 writeln!(f, "projection=[{columns}]")?;
                 if let Some(filter) = &self.filter {
                     writeln!(f, "filter={filter}")?;
+                }
+                if !self.options.scalar_indexes.is_empty() {
+                    writeln!(
+                        f,
+                        "scalar_index=[{}]",
+                        self.options.scalar_indexes.join(", ")
+                    )?;
                 }
                 if let Some(limit) = self.limit {
                     writeln!(f, "limit={limit}")?;

@@ -109,7 +109,7 @@ pub struct VectorQuery {
     /// Use the column's ANN index when it has one.
     pub use_index: bool,
     /// The filter Lance applies before the search (with `prefilter`), with
-    /// DataFusion's semantics (see [`crate::table`]'s pushdown rules).
+    /// DataFusion's semantics (the scan's pushdown rules).
     pub filter: Option<Expr>,
 }
 

@@ -75,7 +75,7 @@ impl QueryPlanner for LanceQueryPlanner {
 /// (`lance_versions`, ...) and `lance_vacuum` name are looked up, and the plans nested inside statements
 /// are optimized (so subqueries become joins that `datafusion-proto` can
 /// encode). Then an `ORDER BY <distance> LIMIT k` over an indexed vector
-/// column reads from the index (see [`super::ann`]).
+/// column reads from the index (see the README, "Vector distances").
 ///
 /// Call it on a logical plan before encoding it for another process (see
 /// [`crate::codec`]): the decoded plan then reads exactly these versions and

@@ -115,6 +115,8 @@ pub(crate) fn allowed(predicate: Predicate, index: &IndexKind) -> bool {
 #[derive(Debug, Default)]
 pub(crate) struct ColumnIndexes {
     by_column: HashMap<String, Vec<IndexKind>>,
+    /// Index names, by column.
+    names: HashMap<String, Vec<String>>,
     /// The index list could not be read: assume every column is indexed by
     /// something unknown.
     unreadable: bool,
@@ -132,12 +134,13 @@ impl ColumnIndexes {
                     dataset.version_id()
                 );
                 return Self {
-                    by_column: HashMap::new(),
                     unreadable: true,
+                    ..Self::default()
                 };
             }
         };
         let mut by_column: HashMap<String, Vec<IndexKind>> = HashMap::new();
+        let mut names: HashMap<String, Vec<String>> = HashMap::new();
         for index in indices.iter() {
             let kind = match &index.index_details {
                 Some(details) => IndexKind::from_type_url(&details.type_url),
@@ -149,18 +152,31 @@ impl ColumnIndexes {
                     // A field this version cannot name: treat as unreadable.
                     None => {
                         return Self {
-                            by_column: HashMap::new(),
                             unreadable: true,
+                            ..Self::default()
                         };
                     }
                 };
+                let named = names.entry(name.clone()).or_default();
+                if !named.contains(&index.name) {
+                    named.push(index.name.clone());
+                }
                 by_column.entry(name).or_default().push(kind.clone());
             }
         }
         Self {
             by_column,
+            names,
             unreadable: false,
         }
+    }
+
+    /// The names of the indices on `column`.
+    pub(crate) fn names_on(&self, column: &str) -> &[String] {
+        self.names
+            .get(column)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
     }
 
     /// True when the index list could not be read.
@@ -298,7 +314,7 @@ mod tests {
         }
         ColumnIndexes {
             by_column,
-            unreadable: false,
+            ..ColumnIndexes::default()
         }
     }
 
@@ -335,8 +351,8 @@ mod tests {
         let unknown = indexes(&[("i", IndexKind::Other("fm".into()))]);
         assert!(!unknown.allows(&col("i").eq(lit(1)), &s));
         let unreadable = ColumnIndexes {
-            by_column: HashMap::new(),
             unreadable: true,
+            ..ColumnIndexes::default()
         };
         assert!(!unreadable.allows(&col("i").eq(lit(1)), &s));
         assert!(unreadable.covers("i"));

@@ -102,6 +102,17 @@ impl LanceTableProvider {
         let (lance_part, df_part): (Vec<Expr>, Vec<Expr>) = conjuncts
             .into_iter()
             .partition(|c| lance_filters && indexes.allows(c, &self.schema));
+        // The indices Lance may answer the pushed filter from.
+        let mut scalar_indexes: Vec<String> = Vec::new();
+        if settings.use_scalar_index {
+            for c in lance_part.iter().flat_map(|c| c.column_refs()) {
+                for name in indexes.names_on(&c.name) {
+                    if !scalar_indexes.contains(name) {
+                        scalar_indexes.push(name.clone());
+                    }
+                }
+            }
+        }
         let (lance_filter, df_filter) = (conjunction(lance_part), conjunction(df_part));
 
         // Data columns Lance returns: the projection, plus the columns of the
@@ -171,6 +182,7 @@ impl LanceTableProvider {
             use_scalar_index: settings.use_scalar_index && !indexes.unreadable(),
             row_addr: with_row_addr,
             row_id: with_row_id,
+            scalar_indexes,
         };
         // The limit goes to Lance only when no filter runs above the scan.
         let scan_limit = if df_filter.is_none() { limit } else { None };
