@@ -245,6 +245,21 @@ impl Maintenance for SchemaChange {
                 "renamed"
             }
             Self::SetType { data_type, .. } => {
+                // Lance rebuilds a retyped field without its metadata.
+                if let Some(field) = dataset.schema().field(&column)
+                    && !field.metadata.is_empty()
+                {
+                    let mut keys: Vec<&String> = field.metadata.keys().collect();
+                    keys.sort();
+                    return fail(format!(
+                        "Lance drops a column's metadata ({}) when it changes its type; remove \
+                         it first (ALTER COLUMN {column} DROP DEFAULT for a default)",
+                        keys.iter()
+                            .map(|k| k.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
                 ds.alter_columns(&[ColumnAlteration::new(column.clone()).cast_to(data_type)])
                     .await
                     .map_err(err)?;
@@ -332,14 +347,11 @@ async fn add_column(
         }
         NewValues::Computed(expr) => expr,
     };
-    // Lance hands the UDF these columns of each batch (one, when the
-    // expression reads none, for the row count).
+    // Lance hands the UDF these columns of each batch (none for a constant:
+    // Lance then reads row addresses only, for the row count).
     let mut read: Vec<String> = expr.column_refs().iter().map(|c| c.name.clone()).collect();
     read.sort();
     read.dedup();
-    if read.is_empty() {
-        read.push(ds.schema().fields[0].name.clone());
-    }
     let output = Arc::new(Schema::new(vec![field]));
     let schema = Arc::clone(&output);
     let name = column.to_string();

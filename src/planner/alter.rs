@@ -21,6 +21,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::compute::can_cast_types;
 use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DFSchema, Result as DFResult, ScalarValue, TableReference, plan_err};
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::{TableProvider, provider_as_source, source_as_provider};
@@ -33,7 +34,7 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::planner::{IdentNormalizer, object_name_to_table_reference};
 use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, CastKind, ColumnDef, ColumnOption,
-    DataType as SqlType, Expr as SqlExpr, ExprWithAlias, Statement, Value,
+    DataType as SqlType, Expr as SqlExpr, ExprWithAlias, GeneratedExpressionMode, Statement, Value,
 };
 
 use crate::physical_plan::alter::default_text;
@@ -58,6 +59,13 @@ pub(crate) async fn plan_alter_table(
     let Some(lance) = registered_lance_table(state, &reference).await? else {
         return Ok(None);
     };
+    if !lance.version_spec().is_latest() {
+        return plan_err!(
+            "ALTER TABLE '{reference}': the table is pinned to {} and is read-only; register \
+             the table without 'lance.version'/'lance.tag' to change it",
+            lance.version_spec()
+        );
+    }
     // The node opens the table by location: with this table's store parameters.
     LanceSessionCache::for_config(state.config())
         .register_params(lance.location(), lance.store_params());
@@ -69,7 +77,8 @@ pub(crate) async fn plan_alter_table(
     };
     let change = planner.change(alter)?;
     let statement = Maintain {
-        target: reference.to_string(),
+        // Quoted: `execute_lance_plan` finds the table again by it.
+        target: reference.to_quoted_string(),
         location: None,
         work: change,
     }
@@ -166,8 +175,10 @@ impl Planner<'_> {
                                 return plan_err!("ALTER TABLE '{t}': no column '{column}'");
                             }
                         };
+                        // SET DEFAULT NULL: what DROP DEFAULT gives.
+                        let value = self.constant(&column, value, &data_type)?;
                         SchemaChange::SetDefault {
-                            default: Some(self.constant(&column, value, &data_type)?),
+                            default: (!value.is_null()).then_some(value),
                             column,
                         }
                     }
@@ -243,11 +254,20 @@ impl Planner<'_> {
                     continue;
                 }
                 ColumnOption::Default(value) => {
-                    NewValues::Default(self.constant(&column, value, &data_type)?)
+                    match self.constant(&column, value, &data_type)? {
+                        // DEFAULT NULL: what a column without a default gets.
+                        v if v.is_null() => NewValues::Null,
+                        v => NewValues::Default(v),
+                    }
                 }
+                // `AS (<expr>) [STORED]`: values computed once for the
+                // existing rows. `GENERATED ALWAYS` and `VIRTUAL` promise
+                // values maintained on every write, which Lance does not keep.
                 ColumnOption::Generated {
                     generation_expr: Some(expr),
                     sequence_options: None,
+                    generated_keyword: false,
+                    generation_expr_mode: None | Some(GeneratedExpressionMode::Stored),
                     ..
                 } => NewValues::Computed(self.computed(&column, expr, &data_type)?),
                 other => {
@@ -326,7 +346,7 @@ impl Planner<'_> {
                  from other columns with AS (<expression>)"
             );
         }
-        let expr = coerce(expr, &schema)?;
+        let expr = self.simplify(expr, &schema)?;
         let physical = create_physical_expr(&expr, &schema, self.state.execution_props())?;
         let one_row = RecordBatch::try_new_with_options(
             Arc::new(Schema::empty()),
@@ -364,6 +384,30 @@ impl Planner<'_> {
             )
             .or_else(|e| plan_err!("ALTER TABLE '{t}' column '{column}': AS ({sql}): {e}"))?;
         let expr = coerce(expr, &schema)?;
+        let per_row = !expr.exists(|e| {
+            Ok(matches!(
+                e,
+                Expr::AggregateFunction(_)
+                    | Expr::WindowFunction(_)
+                    | Expr::ScalarSubquery(_)
+                    | Expr::Exists(_)
+                    | Expr::InSubquery(_)
+            ))
+        })?;
+        if !per_row {
+            return plan_err!(
+                "ALTER TABLE '{t}' column '{column}': AS ({sql}) must compute each row from that \
+                 row's columns (no aggregates, window functions or subqueries)"
+            );
+        }
+        // Planned now against the table's columns, so an expression that
+        // cannot run per row (an aggregate, a subquery) fails before any
+        // row is read, also on an empty table.
+        create_physical_expr(&expr, &schema, self.state.execution_props()).or_else(|e| {
+            plan_err!(
+                "ALTER TABLE '{t}' column '{column}': AS ({sql}) cannot be computed row by row: {e}"
+            )
+        })?;
         let from = expr.get_type(&schema)?;
         if !can_cast_types(&from, data_type) {
             return plan_err!(
@@ -405,6 +449,20 @@ fn altered_table(plan: &LogicalPlan) -> Option<String> {
     };
     let provider = source_as_provider(&scan.source).ok()?;
     statement_of::<Maintain<SchemaChange>>(provider.as_ref()).map(|s| s.target.clone())
+}
+
+impl Planner<'_> {
+    /// A constant expression coerced and simplified as a query's would be
+    /// (`now()` becomes the statement's time).
+    fn simplify(&self, expr: Expr, schema: &DFSchema) -> DFResult<Expr> {
+        let context = SimplifyContext::builder()
+            .with_schema(Arc::new(schema.clone()))
+            .with_config_options(Arc::clone(self.state.config().options()))
+            .with_current_time()
+            .build();
+        let simplifier = ExprSimplifier::new(context);
+        simplifier.simplify(simplifier.coerce(expr, schema)?)
+    }
 }
 
 /// `expr` with the casts DataFusion's type coercion adds (its physical

@@ -18,12 +18,15 @@
 //!
 //! The rewrite applies only where the answer can differ from the exact one
 //! by the index's approximation alone: one sort key, a `LIMIT`, a constant
-//! query vector of the column's dimension, rows with a NULL vector sorted
-//! last (or none possible), nothing but projections between the sort and
-//! the scan, and every filter one Lance evaluates before the search with
+//! query vector of the column's dimension, rows with a NULL distance sorted
+//! last (or a `NOT NULL` column), nothing but projections between the sort
+//! and the scan, and every filter one Lance evaluates before the search with
 //! DataFusion's semantics (the scan's pushdown rules). Anything else, a
 //! column without such an index or `SET lance.use_vector_index = false`,
-//! and DataFusion sorts every row exactly.
+//! and DataFusion sorts every row exactly. One more difference is Lance's:
+//! a search returns only rows with a distance, where an exact sort returns
+//! rows with a NULL one (no vector) last — the answers differ there only
+//! when fewer than `k` rows have a distance.
 
 use std::any::Any;
 use std::sync::Arc;
