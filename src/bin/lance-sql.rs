@@ -1,7 +1,8 @@
 //! `lance-sql`: the DataFusion CLI with Lance tables built in.
 //!
-//! Behaves like `datafusion-cli` (REPL, `-c`, `-f`, `--format`, `-q`,
-//! `--maxrows`, `\` commands), with `STORED AS LANCE`, `lance.*` settings,
+//! Behaves like `datafusion-cli` (REPL, `-c`, `-f`, `-r`, `--format`, `-q`,
+//! `--maxrows`, `--memory-limit`, `--mem-pool-type`, `--disk-limit`, `\`
+//! commands), with `STORED AS LANCE`, `lance.*` settings,
 //! quoted `.lance` paths, the Lance table functions and `MERGE INTO`
 //! available. Exits non-zero when any statement fails. With `--cluster
 //! df://HOST:PORT` every statement runs on a Ballista cluster of
@@ -14,12 +15,15 @@ use std::sync::Arc;
 
 use clap::Parser;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::memory_pool::{FairSpillPool, GreedyMemoryPool, MemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::logical_expr::ExplainFormat;
+use datafusion::logical_expr::{ExplainFormat, LogicalPlan};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_cli::catalog::DynamicObjectStoreCatalog;
 use datafusion_cli::exec;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
+use datafusion_cli::pool_type::PoolType;
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
 
@@ -66,6 +70,56 @@ struct Args {
     /// this URL (df://HOST:PORT; see `lance-cluster`).
     #[clap(long)]
     cluster: Option<String>,
+
+    /// Memory DataFusion's operators may use (e.g. 256M, 4G): sorts, joins
+    /// and aggregates spill to disk past it. No limit by default.
+    #[clap(short = 'm', long, value_parser(parse_memory_limit))]
+    memory_limit: Option<usize>,
+
+    /// How --memory-limit is shared between operators: greedy or fair.
+    #[clap(long, default_value_t = PoolType::Greedy)]
+    mem_pool_type: PoolType,
+
+    /// Most bytes of temporary spill files (e.g. 20G).
+    #[clap(long, value_parser(parse_disk_limit))]
+    disk_limit: Option<usize>,
+
+    /// Run these files on startup (register tables, set options) instead of
+    /// ~/.lance-sqlrc.
+    #[clap(short = 'r', long, num_args = 0.., value_parser(parse_valid_file))]
+    rc: Option<Vec<String>>,
+}
+
+/// Bytes in `size`: a number with an optional K, M, G or T suffix (powers
+/// of 1024; `B`/`KB`/... accepted too).
+fn parse_size(size: &str, what: &str) -> std::result::Result<usize, String> {
+    let lower = size.trim().to_ascii_lowercase();
+    let digits = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(digits);
+    let shift = match unit.trim() {
+        "" | "b" => 0,
+        "k" | "kb" => 10,
+        "m" | "mb" => 20,
+        "g" | "gb" => 30,
+        "t" | "tb" => 40,
+        _ => return Err(format!("invalid {what} '{size}' (e.g. 512M, 4G)")),
+    };
+    let number: usize = number
+        .parse()
+        .map_err(|_| format!("invalid {what} '{size}' (e.g. 512M, 4G)"))?;
+    number
+        .checked_mul(1usize << shift)
+        .ok_or_else(|| format!("{what} '{size}' is too large"))
+}
+
+fn parse_memory_limit(size: &str) -> std::result::Result<usize, String> {
+    parse_size(size, "memory limit")
+}
+
+fn parse_disk_limit(size: &str) -> std::result::Result<usize, String> {
+    parse_size(size, "disk limit")
 }
 
 fn parse_command(command: &str) -> std::result::Result<String, String> {
@@ -127,9 +181,23 @@ async fn main_inner() -> Result<bool> {
     let config = SessionConfig::from(options).with_information_schema(true);
 
     let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
-    let runtime = RuntimeEnvBuilder::new()
-        .with_object_store_registry(Arc::clone(&registry) as _)
-        .build_arc()?;
+    let mut runtime =
+        RuntimeEnvBuilder::new().with_object_store_registry(Arc::clone(&registry) as _);
+    if let Some(limit) = args.memory_limit {
+        let pool: Arc<dyn MemoryPool> = match args.mem_pool_type {
+            PoolType::Greedy => Arc::new(GreedyMemoryPool::new(limit)),
+            PoolType::Fair => Arc::new(FairSpillPool::new(limit)),
+        };
+        runtime = runtime.with_memory_pool(pool);
+    }
+    if let Some(limit) = args.disk_limit {
+        runtime = runtime.with_disk_manager_builder(
+            DiskManagerBuilder::default()
+                .with_mode(DiskManagerMode::OsTmpDirectory)
+                .with_max_temp_directory_size(limit as u64),
+        );
+    }
+    let runtime = runtime.build_arc()?;
     let ctx = SessionContext::new_with_config_rt(config, runtime);
     datafusion_lance::register_lance(&ctx)?;
     let ctx = match &args.cluster {
@@ -152,6 +220,20 @@ async fn main_inner() -> Result<bool> {
         color: args.color,
         instrumented_registry: registry,
     };
+
+    // Startup files: -r, or ~/.lance-sqlrc when there is one.
+    let rc = args.rc.clone().unwrap_or_else(|| {
+        std::env::var_os("HOME")
+            .map(|home| Path::new(&home).join(".lance-sqlrc"))
+            .filter(|path| path.is_file())
+            .map(|path| vec![path.to_string_lossy().into_owned()])
+            .unwrap_or_default()
+    });
+    for file in &rc {
+        if !run_file(&ctx, file, &print_options).await? {
+            return Ok(false);
+        }
+    }
 
     if args.command.is_empty() && args.file.is_empty() {
         repl(&ctx, &mut print_options)
@@ -203,6 +285,7 @@ async fn run_file(ctx: &SessionContext, path: &str, print_options: &PrintOptions
 async fn run_statement(ctx: &SessionContext, sql: String, print_options: &PrintOptions) -> bool {
     let result = match datafusion_lance::plan_lance_sql(&ctx.state(), &sql).await {
         Ok(Some(plan)) => run_plan(ctx, plan, print_options).await,
+        Ok(None) if streams(print_options) => stream_query(ctx, sql, print_options).await,
         Ok(None) => exec::exec_from_commands(ctx, vec![sql], print_options).await,
         Err(e) => Err(e),
     };
@@ -218,16 +301,61 @@ async fn run_statement(ctx: &SessionContext, sql: String, print_options: &PrintO
 /// Executes a planned statement and prints its rows like datafusion-cli.
 async fn run_plan(
     ctx: &SessionContext,
-    plan: datafusion::logical_expr::LogicalPlan,
+    plan: LogicalPlan,
     print_options: &PrintOptions,
 ) -> Result<()> {
     let started = std::time::Instant::now();
     let df = datafusion_lance::execute_lance_plan(ctx, plan).await?;
+    if streams(print_options) {
+        let stream = df.execute_stream().await?;
+        let format = ctx.state().config_options().format.clone();
+        return print_options.print_stream(stream, started, &format).await;
+    }
     let schema = Arc::new(df.schema().as_arrow().clone());
     let batches = df.collect().await?;
     let rows = batches.iter().map(|b| b.num_rows()).sum();
     let format = ctx.state().config_options().format.clone();
     print_options.print_batches(schema, &batches, started, rows, &format)
+}
+
+/// Whether results print batch by batch as they arrive: every row of every
+/// batch for csv, tsv, json and ndjson (datafusion-cli 54 keeps only the
+/// first batches past `--maxrows` and holds the result in memory).
+fn streams(print_options: &PrintOptions) -> bool {
+    !matches!(
+        print_options.format,
+        PrintFormat::Table | PrintFormat::Automatic
+    )
+}
+
+/// Runs a query DataFusion plans and prints its rows as they arrive; other
+/// statements (DDL, `SET`, DML, `EXPLAIN`, ...) go to datafusion-cli.
+async fn stream_query(
+    ctx: &SessionContext,
+    sql: String,
+    print_options: &PrintOptions,
+) -> Result<()> {
+    let started = std::time::Instant::now();
+    let plan = ctx.state().create_logical_plan(&sql).await?;
+    if matches!(
+        plan,
+        LogicalPlan::Ddl(_)
+            | LogicalPlan::Statement(_)
+            | LogicalPlan::Dml(_)
+            | LogicalPlan::Copy(_)
+            | LogicalPlan::Explain(_)
+            | LogicalPlan::Analyze(_)
+            | LogicalPlan::DescribeTable(_)
+    ) {
+        return exec::exec_from_commands(ctx, vec![sql], print_options).await;
+    }
+    let stream = ctx
+        .execute_logical_plan(plan)
+        .await?
+        .execute_stream()
+        .await?;
+    let format = ctx.state().config_options().format.clone();
+    print_options.print_stream(stream, started, &format).await
 }
 
 /// Splits input at `;` outside quotes.

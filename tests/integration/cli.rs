@@ -206,6 +206,84 @@ async fn alter_table_runs_in_lance_sql() {
     );
 }
 
+/// csv prints every row, batch by batch (datafusion-cli 54 keeps only the
+/// first batches past `--maxrows`), under a memory limit smaller than the
+/// result; a sort larger than the limit spills instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_prints_every_row_under_a_memory_limit() {
+    const ROWS: usize = 1_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    let create = format!(
+        "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, s VARCHAR) STORED AS LANCE LOCATION '{uri}'"
+    );
+    let insert = format!(
+        "INSERT INTO t SELECT value, 'row-' || repeat('x', 40) || CAST(value AS VARCHAR) \
+         FROM generate_series(1, {ROWS})"
+    );
+    let out = lance_sql(&["-q", "-c", &create, "-c", &insert]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // About 60 MB of rows: the export holds one batch at a time; the sort
+    // (two partitions, each reserving 10 MB to merge) spills.
+    for (query, limit) in [
+        ("SELECT * FROM t", "16M"),
+        ("SELECT * FROM t ORDER BY s DESC", "48M"),
+    ] {
+        let out = lance_sql(&[
+            "-q",
+            "--format",
+            "csv",
+            "--memory-limit",
+            limit,
+            "-c",
+            &create,
+            "-c",
+            query,
+        ]);
+        assert!(out.status.success(), "{query}: {}", stderr(&out));
+        let text = stdout(&out);
+        let rows: Vec<&str> = text.lines().filter(|l| l.contains(",row-")).collect();
+        assert_eq!(rows.len(), ROWS, "{query}");
+        if query.contains("ORDER BY") {
+            assert!(rows[0].starts_with("999999,"), "{query}: {}", rows[0]);
+        }
+    }
+    let out = lance_sql(&["--memory-limit", "lots", "-c", "SELECT 1"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("invalid memory limit 'lots'"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `-r` runs a startup file before the commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_startup_file_runs_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    let rc = dir.path().join("startup.sql");
+    std::fs::write(
+        &rc,
+        format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}';\n\
+             INSERT INTO t VALUES (41), (42);\n"
+        ),
+    )
+    .unwrap();
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "csv",
+        "-r",
+        rc.to_str().unwrap(),
+        "-c",
+        "SELECT max(id) AS m FROM t",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).ends_with("m\n42\n"), "{}", stdout(&out));
+}
+
 /// The interactive loop, fed through stdin: statements (also `MERGE INTO`,
 /// which DataFusion cannot plan), backslash commands, errors that do not end
 /// the session, and `\q`.
