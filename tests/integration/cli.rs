@@ -224,15 +224,17 @@ async fn csv_prints_every_row_under_a_memory_limit() {
     let out = lance_sql(&["-q", "-c", &create, "-c", &insert]);
     assert!(out.status.success(), "{}", stderr(&out));
     // About 60 MB of rows: the export holds one batch at a time; the sort
-    // (two partitions, each reserving 10 MB to merge) spills.
-    for (query, limit) in [
-        ("SELECT * FROM t", "16M"),
-        ("SELECT * FROM t ORDER BY s DESC", "48M"),
+    // spills (a fair pool: each sorting partition keeps its share to merge).
+    for (query, limit, pool) in [
+        ("SELECT * FROM t", "16M", "greedy"),
+        ("SELECT * FROM t ORDER BY s DESC", "48M", "fair"),
     ] {
         let out = lance_sql(&[
             "-q",
             "--format",
             "csv",
+            "--mem-pool-type",
+            pool,
             "--memory-limit",
             limit,
             "-c",
