@@ -310,36 +310,32 @@ impl Planner<'_> {
             format: None,
         };
         let schema = DFSchema::empty();
-        let expr = self.state.create_logical_expr_from_sql_expr(
-            ExprWithAlias {
-                expr: cast,
-                alias: None,
-            },
-            &schema,
-        )?;
+        let expr = self.plan_expr(&cast, &schema)?;
         // Lance stores no view types (VARCHAR plans as Utf8View).
         Ok(storable_type(&expr.get_type(&schema)?))
+    }
+
+    /// `sql` planned by DataFusion against `schema`.
+    fn plan_expr(&self, sql: &SqlExpr, schema: &DFSchema) -> DFResult<Expr> {
+        self.state.create_logical_expr_from_sql_expr(
+            ExprWithAlias {
+                expr: sql.clone(),
+                alias: None,
+            },
+            schema,
+        )
     }
 
     /// A constant (`DEFAULT`), evaluated now and cast to `data_type`.
     fn constant(&self, column: &str, sql: &SqlExpr, data_type: &DataType) -> DFResult<ScalarValue> {
         let t = self.reference;
         let schema = DFSchema::empty();
-        let expr = self
-            .state
-            .create_logical_expr_from_sql_expr(
-                ExprWithAlias {
-                    expr: sql.clone(),
-                    alias: None,
-                },
-                &schema,
-            )
-            .or_else(|e| {
-                plan_err!(
-                    "ALTER TABLE '{t}' column '{column}': DEFAULT {sql} must be a constant \
+        let expr = self.plan_expr(sql, &schema).or_else(|e| {
+            plan_err!(
+                "ALTER TABLE '{t}' column '{column}': DEFAULT {sql} must be a constant \
                  (compute values from other columns with AS (<expression>)): {e}"
-                )
-            })?;
+            )
+        })?;
         if !expr.column_refs().is_empty() {
             return plan_err!(
                 "ALTER TABLE '{t}' column '{column}': DEFAULT takes a constant; compute values \
@@ -374,14 +370,7 @@ impl Planner<'_> {
         let t = self.reference;
         let schema = DFSchema::try_from(self.table.schema().as_ref().clone())?;
         let expr = self
-            .state
-            .create_logical_expr_from_sql_expr(
-                ExprWithAlias {
-                    expr: sql.clone(),
-                    alias: None,
-                },
-                &schema,
-            )
+            .plan_expr(sql, &schema)
             .or_else(|e| plan_err!("ALTER TABLE '{t}' column '{column}': AS ({sql}): {e}"))?;
         let expr = coerce(expr, &schema)?;
         let per_row = !expr.exists(|e| {

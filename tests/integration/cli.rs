@@ -224,19 +224,19 @@ async fn csv_prints_every_row_under_a_memory_limit() {
     let out = lance_sql(&["-q", "-c", &create, "-c", &insert]);
     assert!(out.status.success(), "{}", stderr(&out));
     // About 60 MB of rows: the export holds one batch at a time; the sort
-    // spills (a fair pool: each sorting partition keeps its share to merge).
-    for (query, limit, pool) in [
-        ("SELECT * FROM t", "16M", "greedy"),
-        ("SELECT * FROM t ORDER BY s DESC", "48M", "fair"),
+    // spills (one partition: no merge of partitions competing for memory).
+    for (query, limit) in [
+        ("SELECT * FROM t", "16M"),
+        ("SELECT * FROM t ORDER BY s DESC", "40M"),
     ] {
         let out = lance_sql(&[
             "-q",
             "--format",
             "csv",
-            "--mem-pool-type",
-            pool,
             "--memory-limit",
             limit,
+            "-c",
+            "SET datafusion.execution.target_partitions = 1",
             "-c",
             &create,
             "-c",
