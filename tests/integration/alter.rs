@@ -15,7 +15,14 @@ use datafusion_proto::bytes::{
     physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
 };
 
-use crate::support::{context, dataset_path, ints, private_cache, sorted_rows, sql};
+use datafusion_lance::LanceTableProvider;
+use lance::dataset::WriteMode;
+
+use crate::fixtures::{numbers_batch, params, write};
+use crate::support::faults::FaultInjector;
+use crate::support::{
+    append_elsewhere, context, dataset_path, ints, private_cache, sorted_rows, sql,
+};
 
 /// `t` at `dir`/t.lance with ids 1..=n, a price and a name.
 async fn table(ctx: &datafusion::prelude::SessionContext, uri: &str, n: i64) {
@@ -142,4 +149,74 @@ async fn a_plan_made_before_a_change_reads_its_version() {
     assert!(err.contains("name"), "{err}");
     let columns = sql(&ctx, "SELECT * FROM t WHERE id = 1").await.unwrap();
     assert_eq!(columns[0].num_columns(), 2);
+}
+
+/// Another writer appends just before `ALTER TABLE ... ADD COLUMN ... AS`
+/// commits (a store hook runs it then): nothing is lost — the change fails
+/// naming the column and saying to retry, and changes nothing; run again, it
+/// covers every row, the appended ones included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_append_during_an_add_column_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    write(
+        &uri,
+        vec![numbers_batch(0, 400)],
+        params(WriteMode::Create, 100),
+    )
+    .await;
+    let faults = FaultInjector::new();
+    let ctx = context(2, &private_cache());
+    let provider = LanceTableProvider::builder(&uri)
+        .with_name("t")
+        .with_store_params(faults.params())
+        .build()
+        .await
+        .unwrap();
+    ctx.register_table("t", Arc::new(provider)).unwrap();
+    let other = uri.clone();
+    faults.before_call("put", ".manifest", 1, None, 1, move || {
+        append_elsewhere(&other, 1000, 10)
+    });
+    let alter = "ALTER TABLE t ADD COLUMN twice BIGINT AS (id * 2)";
+    let first = sql(&ctx, alter).await;
+    assert_eq!(
+        faults.hooks_run(),
+        1,
+        "the other writer committed meanwhile"
+    );
+    // A fresh registration reads the latest schema.
+    let fresh = context(2, &private_cache());
+    sql(
+        &fresh,
+        &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await
+    .unwrap();
+    // Lance 14 cannot rebase the new column over fragments appended
+    // meanwhile: the change fails as a retryable conflict, changing nothing.
+    let message = first.expect_err("the ALTER raced an append").to_string();
+    assert!(
+        message.contains("'twice'") && message.contains("retry"),
+        "{message}"
+    );
+    assert_eq!(ints(&fresh, "SELECT count(*) FROM t").await, [410]);
+    assert!(sql(&fresh, "SELECT twice FROM t").await.is_err());
+    // Run again, it covers every row, the appended ones included.
+    sql(&ctx, alter).await.unwrap();
+    sql(&fresh, "DROP TABLE t").await.unwrap();
+    sql(
+        &fresh,
+        &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        ints(
+            &fresh,
+            "SELECT count(*), count(DISTINCT id), sum(CASE WHEN twice = id * 2 THEN 1 ELSE 0 END) FROM t"
+        )
+        .await,
+        [410, 410, 410]
+    );
 }
