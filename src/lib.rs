@@ -21,7 +21,10 @@ use datafusion::execution::session_state::SessionState;
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-pub use catalog::{LanceUrlTableFactory, enable_lance_url_tables};
+pub use catalog::{
+    LanceCatalog, LanceUrlTableFactory, NamespaceSpec, enable_lance_url_tables,
+    refresh_lance_catalogs, register_lance_catalog,
+};
 pub use codec::{LanceLogicalCodec, LancePhysicalCodec};
 pub use config::{
     CacheBudgets, CommitBudget, DEFAULT_COMMIT_MAX_RETRIES, DEFAULT_COMMIT_RETRY_TIMEOUT_MS,

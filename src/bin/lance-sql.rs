@@ -88,6 +88,28 @@ struct Args {
     /// ~/.lance-sqlrc.
     #[clap(short = 'r', long, num_args = 0.., value_parser(parse_valid_file))]
     rc: Option<Vec<String>>,
+
+    /// Attach the Lance directory namespace at ROOT as catalog NAME
+    /// (repeatable): its root's tables are NAME.public.t, a child
+    /// namespace's NAME.<schema>.t.
+    #[clap(
+        long = "catalog",
+        value_name = "NAME=ROOT",
+        value_parser(parse_catalog)
+    )]
+    catalogs: Vec<(String, String)>,
+}
+
+/// `NAME=ROOT` of `--catalog`.
+fn parse_catalog(arg: &str) -> std::result::Result<(String, String), String> {
+    match arg.split_once('=') {
+        Some((name, root)) if !name.is_empty() && !root.is_empty() => {
+            Ok((name.to_string(), root.to_string()))
+        }
+        _ => Err(format!(
+            "--catalog '{arg}': expected NAME=ROOT, e.g. lake=/data/lake"
+        )),
+    }
 }
 
 /// Bytes in `size`: a number with an optional K, M, G or T suffix (powers
@@ -209,6 +231,9 @@ async fn main_inner() -> Result<bool> {
         Arc::clone(ctx.state().catalog_list()),
         ctx.state_weak_ref(),
     )));
+    for (name, root) in &args.catalogs {
+        datafusion_lance::register_lance_catalog(&ctx, name, root, Default::default()).await?;
+    }
 
     if !args.quiet {
         println!("lance-sql (datafusion-lance {})", env!("CARGO_PKG_VERSION"));

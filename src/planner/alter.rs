@@ -415,6 +415,9 @@ impl Planner<'_> {
 /// [`crate::LanceSessionContextExt::lance_sql`] and `lance-sql` run every
 /// plan of theirs through it.
 pub async fn execute_lance_plan(ctx: &SessionContext, plan: LogicalPlan) -> DFResult<DataFrame> {
+    if let Some(frame) = crate::catalog::run_catalog_plan(ctx, &plan).await? {
+        return Ok(frame);
+    }
     let Some(target) = altered_table(&plan) else {
         return ctx.execute_logical_plan(plan).await;
     };

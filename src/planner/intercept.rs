@@ -20,7 +20,7 @@ use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{ExplainOption, LogicalPlan, LogicalPlanBuilder};
 use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
-use datafusion::sql::sqlparser::ast::Statement;
+use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
 use datafusion::sql::sqlparser::dialect::{Dialect, dialect_from_str};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
@@ -29,6 +29,7 @@ use super::alter::plan_alter_table;
 use super::index::plan_index_statement;
 use super::merge_into::{mark_stars, plan_merge_into};
 use super::time_travel::{self, AS_OF_FUNCTION_NAME, PinnedRelations};
+use crate::catalog::{plan_catalog_ddl, refresh_catalogs_of};
 
 /// Plans `sql` when it is a statement DataFusion cannot plan on Lance tables
 /// — `MERGE INTO`, `CREATE INDEX`, `DROP INDEX`, `ALTER TABLE`, or a query with `VERSION AS OF` / `TIMESTAMP AS OF` /
@@ -40,7 +41,7 @@ use super::time_travel::{self, AS_OF_FUNCTION_NAME, PinnedRelations};
 /// Planning reads (the versions a statement names, the value of a
 /// `TIMESTAMP AS OF` expression) but never writes.
 pub async fn plan_lance_sql(state: &SessionState, sql: &str) -> DFResult<Option<LogicalPlan>> {
-    let statement = {
+    let (refresh, statement) = {
         let name = state.config_options().sql_parser.dialect;
         let Some(dialect) = dialect_from_str(name) else {
             return plan_err!("unknown SQL dialect '{name}'");
@@ -48,14 +49,20 @@ pub async fn plan_lance_sql(state: &SessionState, sql: &str) -> DFResult<Option<
         let Ok(tokens) = Tokenizer::new(dialect.as_ref(), sql).tokenize_with_location() else {
             return Ok(None);
         };
-        if !may_be_ours(&tokens) {
-            return Ok(None);
-        }
+        let refresh = lists_tables(&tokens);
         let limit = state.config_options().sql_parser.recursion_limit;
-        match parse(tokens, dialect.as_ref(), limit) {
-            Some(statement) => statement,
-            None => return Ok(None),
-        }
+        let statement = if may_be_ours(&tokens) {
+            parse(tokens, dialect.as_ref(), limit)
+        } else {
+            None
+        };
+        (refresh, statement)
+    };
+    if refresh {
+        refresh_catalogs_of(state).await?;
+    }
+    let Some(statement) = statement else {
+        return Ok(None);
     };
     match PinnedRelations::resolve(state, &statement).await? {
         Some(pinned) => {
@@ -83,6 +90,20 @@ async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Op
     };
     let plan = match inner.as_ref() {
         Statement::Merge(merge) => plan_merge_into(state, merge).await?,
+        ddl @ (Statement::CreateTable(_)
+        | Statement::CreateSchema { .. }
+        | Statement::Drop {
+            object_type: ObjectType::Table | ObjectType::Schema,
+            ..
+        }) => {
+            let planned = state
+                .statement_to_plan(DFStatement::Statement(Box::new(ddl.clone())))
+                .await?;
+            match plan_catalog_ddl(state, &planned).await? {
+                Some(plan) => plan,
+                None => return Ok(None),
+            }
+        }
         alter @ Statement::AlterTable(_) => match plan_alter_table(state, alter).await? {
             Some(plan) => plan,
             None => return Ok(None),
@@ -108,7 +129,7 @@ async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Op
     ))
 }
 
-/// True when `tokens` hold `MERGE`, `INDEX`, `ALTER`, `AS OF` or `lance_as_of`: the
+/// True when `tokens` hold `MERGE`, `INDEX`, `ALTER`, `CREATE`, `DROP`, `AS OF` or `lance_as_of`: the
 /// only statements worth parsing here.
 fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
     let mut previous = Keyword::NoKeyword;
@@ -121,7 +142,7 @@ fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
         };
         if matches!(
             word.keyword,
-            Keyword::MERGE | Keyword::INDEX | Keyword::ALTER
+            Keyword::MERGE | Keyword::INDEX | Keyword::ALTER | Keyword::CREATE | Keyword::DROP
         ) || (previous == Keyword::AS && word.keyword == Keyword::OF)
             || word.value.eq_ignore_ascii_case(AS_OF_FUNCTION_NAME)
         {
@@ -130,6 +151,17 @@ fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
         previous = word.keyword;
     }
     false
+}
+
+/// True when `tokens` may list tables (`SHOW`, `information_schema`): the
+/// Lance catalogs are listed again first.
+fn lists_tables(tokens: &[TokenWithSpan]) -> bool {
+    tokens.iter().any(|t| match &t.token {
+        Token::Word(word) => {
+            word.keyword == Keyword::SHOW || word.value.eq_ignore_ascii_case("information_schema")
+        }
+        _ => false,
+    })
 }
 
 /// The one statement `tokens` hold, `MERGE`'s `UPDATE SET *` / `INSERT *`

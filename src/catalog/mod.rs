@@ -1,0 +1,13 @@
+//! Catalogs: Lance namespaces as DataFusion catalogs ([`LanceCatalog`]) and
+//! quoted-path tables ([`LanceUrlTableFactory`]).
+
+mod ddl;
+mod lake;
+mod namespace;
+mod url;
+
+pub(crate) use ddl::{plan_catalog_ddl, run_catalog_plan};
+pub(crate) use lake::refresh_catalogs_of;
+pub use lake::{LanceCatalog, refresh_lance_catalogs, register_lance_catalog};
+pub use namespace::NamespaceSpec;
+pub use url::{LanceUrlTableFactory, enable_lance_url_tables};

@@ -1,0 +1,285 @@
+//! Lance namespaces as catalogs: tables created, written, listed and dropped
+//! through SQL, read and written by Lance's own namespace API both ways, and
+//! listings that open no table.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::ipc::writer::StreamWriter;
+use datafusion_lance::register_lance_catalog;
+use lance::Dataset;
+use lance_namespace::LanceNamespace;
+use lance_namespace::models::{CreateTableRequest, DescribeTableRequest, ListTablesRequest};
+use lance_namespace_impls::DirectoryNamespaceBuilder;
+
+use crate::support::{context, ints, ok, private_cache, sorted_rows, sql};
+
+/// Lance's own view of the namespace at `root`.
+async fn lance_namespace(root: &str) -> Arc<dyn LanceNamespace> {
+    Arc::new(DirectoryNamespaceBuilder::new(root).build().await.unwrap())
+}
+
+async fn lance_tables(ns: &dyn LanceNamespace, id: &[&str]) -> Vec<String> {
+    let mut tables = ns
+        .list_tables(ListTablesRequest {
+            id: Some(id.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .tables;
+    tables.sort();
+    tables
+}
+
+async fn lance_location(ns: &dyn LanceNamespace, id: &[&str]) -> Option<String> {
+    ns.describe_table(DescribeTableRequest {
+        id: Some(id.iter().map(|s| s.to_string()).collect()),
+        ..Default::default()
+    })
+    .await
+    .ok()
+    .and_then(|r| r.location)
+}
+
+async fn listed(ctx: &datafusion::prelude::SessionContext) -> Vec<String> {
+    let batches = sql(
+        ctx,
+        "SELECT table_schema, table_name FROM information_schema.tables \
+         WHERE table_catalog = 'lake' AND table_schema <> 'information_schema'",
+    )
+    .await
+    .unwrap();
+    sorted_rows(&batches)
+}
+
+async fn error(ctx: &datafusion::prelude::SessionContext, statement: &str) -> String {
+    match sql(ctx, statement).await {
+        Ok(_) => panic!("{statement}: expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn tables_are_created_written_listed_and_dropped_in_a_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap().to_string();
+    let ctx = context(2, &private_cache());
+    register_lance_catalog(&ctx, "lake", &root, Default::default())
+        .await
+        .unwrap();
+    assert!(listed(&ctx).await.is_empty());
+
+    // CREATE TABLE AS: one version, written by the parallel write path.
+    let created = sql(
+        &ctx,
+        "CREATE TABLE lake.public.t AS SELECT value AS id, value * 2 AS v \
+         FROM generate_series(1, 1000)",
+    )
+    .await
+    .unwrap();
+    assert_eq!(sorted_rows(&created), vec!["1000"]);
+    let t = Dataset::open(&format!("{root}/t.lance")).await.unwrap();
+    assert_eq!(t.version().version, 1);
+    assert_eq!(t.count_rows(None).await.unwrap(), 1000);
+    assert_eq!(
+        ints(&ctx, "SELECT sum(v) FROM lake.public.t").await,
+        vec![1001000]
+    );
+
+    // A schema, an empty table in it, and DML on that table.
+    ok(&ctx, "CREATE SCHEMA lake.db").await;
+    ok(&ctx, "CREATE TABLE lake.db.u (id BIGINT, name VARCHAR)").await;
+    ok(
+        &ctx,
+        "INSERT INTO lake.db.u VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+    )
+    .await;
+    ok(&ctx, "DELETE FROM lake.db.u WHERE id = 1").await;
+    ok(&ctx, "UPDATE lake.db.u SET name = 'B' WHERE id = 2").await;
+    let rows = sorted_rows(&sql(&ctx, "SELECT id, name FROM lake.db.u").await.unwrap());
+    assert_eq!(rows, vec!["2|B", "3|c"]);
+    assert_eq!(listed(&ctx).await, vec!["db|u", "public|t"]);
+
+    // Lance's own namespace API sees both tables, at the locations we wrote.
+    let theirs = lance_namespace(&root).await;
+    assert_eq!(lance_tables(theirs.as_ref(), &[]).await, vec!["t"]);
+    assert_eq!(lance_tables(theirs.as_ref(), &["db"]).await, vec!["u"]);
+    let u = lance_location(theirs.as_ref(), &["db", "u"]).await.unwrap();
+    let u = Dataset::open(&u).await.unwrap();
+    assert_eq!(u.count_rows(None).await.unwrap(), 2);
+
+    // A table Lance's namespace API creates is ours to read and write.
+    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(Int64Array::from(vec![10, 20, 30]))],
+    )
+    .unwrap();
+    let mut ipc = Vec::new();
+    {
+        let mut writer = StreamWriter::try_new(&mut ipc, &schema).unwrap();
+        writer.write(&batch).unwrap();
+        writer.finish().unwrap();
+    }
+    theirs
+        .create_table(
+            CreateTableRequest {
+                id: Some(vec!["db".into(), "w".into()]),
+                ..Default::default()
+            },
+            ipc.into(),
+        )
+        .await
+        .unwrap();
+    ok(&ctx, "INSERT INTO lake.db.w VALUES (40)").await;
+    assert_eq!(ints(&ctx, "SELECT sum(k) FROM lake.db.w").await, vec![100]);
+    assert_eq!(listed(&ctx).await, vec!["db|u", "db|w", "public|t"]);
+
+    // CREATE OR REPLACE keeps the table until the new rows are committed:
+    // one overwrite, version 2.
+    ok(
+        &ctx,
+        "CREATE OR REPLACE TABLE lake.public.t AS SELECT value AS id, value AS v \
+         FROM generate_series(1, 10)",
+    )
+    .await;
+    assert_eq!(
+        ints(&ctx, "SELECT count(*), sum(v) FROM lake.public.t").await,
+        vec![10, 55]
+    );
+    let t = Dataset::open(&format!("{root}/t.lance")).await.unwrap();
+    assert_eq!(t.version().version, 2);
+
+    // Drops: the namespace entry and the data go; Lance agrees.
+    let u_location = lance_location(theirs.as_ref(), &["db", "u"]).await.unwrap();
+    ok(&ctx, "DROP TABLE lake.db.u").await;
+    ok(&ctx, "DROP TABLE lake.db.w").await;
+    assert_eq!(listed(&ctx).await, vec!["public|t"]);
+    assert!(
+        lance_location(theirs.as_ref(), &["db", "u"])
+            .await
+            .is_none()
+    );
+    assert!(!std::path::Path::new(u_location.trim_start_matches("file://")).exists());
+    ok(&ctx, "DROP SCHEMA lake.db").await;
+    ok(&ctx, "DROP TABLE lake.public.t").await;
+    assert!(!std::path::Path::new(&format!("{root}/t.lance")).exists());
+    assert!(listed(&ctx).await.is_empty());
+}
+
+#[tokio::test]
+async fn bad_catalog_statements_fail_clearly_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap().to_string();
+    let ctx = context(2, &private_cache());
+    register_lance_catalog(&ctx, "lake", &root, Default::default())
+        .await
+        .unwrap();
+    ok(
+        &ctx,
+        "CREATE TABLE lake.public.t AS SELECT 1 AS id, 'a' AS name",
+    )
+    .await;
+
+    let e = error(
+        &ctx,
+        "CREATE TABLE lake.public.t AS SELECT 2 AS id, 'b' AS name",
+    )
+    .await;
+    assert!(
+        e.contains("CREATE TABLE lake.public.t: the table already exists"),
+        "{e}"
+    );
+    ok(
+        &ctx,
+        "CREATE TABLE IF NOT EXISTS lake.public.t AS SELECT 3 AS id, 'c' AS name",
+    )
+    .await;
+    let e = error(
+        &ctx,
+        "CREATE OR REPLACE TABLE lake.public.t AS SELECT 1.5 AS x",
+    )
+    .await;
+    assert!(e.contains("the new columns differ from the table's"), "{e}");
+    let e = error(&ctx, "CREATE TABLE lake.nosuch.x (id INT)").await;
+    assert!(e.contains("schema 'lake.nosuch' does not exist"), "{e}");
+    let e = error(&ctx, "CREATE TABLE lake.public.k (id INT PRIMARY KEY)").await;
+    assert!(
+        e.contains("constraints (PRIMARY KEY, UNIQUE) are not supported"),
+        "{e}"
+    );
+    let e = error(&ctx, "DROP TABLE lake.public.missing").await;
+    assert!(
+        e.contains("DROP TABLE lake.public.missing: no such table"),
+        "{e}"
+    );
+    ok(&ctx, "DROP TABLE IF EXISTS lake.public.missing").await;
+    let e = error(&ctx, "DROP SCHEMA lake.public").await;
+    assert!(e.contains("root of the Lance namespace"), "{e}");
+    // DataFusion's own planner cannot make an in-memory table in the catalog.
+    let e = ctx
+        .sql("CREATE TABLE lake.public.m AS SELECT 1 AS id")
+        .await
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("are created by lance_sql or lance-sql"), "{e}");
+
+    // EXPLAIN plans the write and writes nothing.
+    let plan = sorted_rows(
+        &sql(&ctx, "EXPLAIN CREATE TABLE lake.public.x AS SELECT 1 AS id")
+            .await
+            .unwrap(),
+    )
+    .join("\n");
+    assert!(plan.contains("LanceCommitExec"), "{plan}");
+    assert!(!std::path::Path::new(&format!("{root}/x.lance")).exists());
+
+    // Only the first table, as first written.
+    assert_eq!(
+        sorted_rows(
+            &sql(&ctx, "SELECT id, name FROM lake.public.t")
+                .await
+                .unwrap()
+        ),
+        vec!["1|a"]
+    );
+    let t = Dataset::open(&format!("{root}/t.lance")).await.unwrap();
+    assert_eq!(t.version().version, 1);
+    let entries: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.starts_with("__manifest"))
+        .collect();
+    assert_eq!(entries, vec!["t.lance"]);
+}
+
+#[tokio::test]
+async fn listing_opens_no_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap().to_string();
+    let ctx = context(2, &private_cache());
+    register_lance_catalog(&ctx, "lake", &root, Default::default())
+        .await
+        .unwrap();
+    ok(&ctx, "CREATE TABLE lake.public.good AS SELECT 1 AS id").await;
+    // A table directory whose dataset cannot be opened: listing it must
+    // not try.
+    std::fs::create_dir_all(format!("{root}/broken.lance/_versions")).unwrap();
+    std::fs::write(
+        format!("{root}/broken.lance/_versions/1.manifest"),
+        b"not a manifest",
+    )
+    .unwrap();
+    assert_eq!(listed(&ctx).await, vec!["public|broken", "public|good"]);
+    let shown = sorted_rows(&sql(&ctx, "SHOW TABLES").await.unwrap()).join("\n");
+    assert!(shown.contains("lake|public|broken|BASE TABLE"), "{shown}");
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM lake.public.good").await,
+        vec![1]
+    );
+    let e = error(&ctx, "SELECT * FROM lake.public.broken").await;
+    assert!(e.contains("broken.lance"), "{e}");
+}
