@@ -9,6 +9,7 @@ mod format;
 mod location;
 pub mod physical_plan;
 mod planner;
+pub mod progress;
 mod session;
 mod table;
 mod udf;

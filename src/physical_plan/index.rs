@@ -193,6 +193,10 @@ async fn change(
                     location.display_uri
                 ))
             })?;
+            let _phase = crate::progress::Phase::enter(format!(
+                "building index '{name}' of {}",
+                location.display_uri
+            ));
             // Lance checks the name again at commit: an index another writer
             // created meanwhile is an error, not replaced, unless asked.
             dataset

@@ -107,9 +107,11 @@ async fn optimize(
         materialize_deletions_threshold: options.materialize_deletions_threshold as f32,
         ..Default::default()
     };
+    let phase = crate::progress::Phase::enter(format!("compacting {}", location.display_uri));
     let metrics = compact_files(&mut dataset, compaction, None)
         .await
         .map_err(err)?;
+    drop(phase);
     let mut indices = 0;
     if options.indices {
         let loaded = dataset.load_indices().await.map_err(err)?;
@@ -119,6 +121,10 @@ async fn optimize(
             .collect::<std::collections::HashSet<_>>()
             .len();
         if indices > 0 {
+            let _phase = crate::progress::Phase::enter(format!(
+                "optimizing indices of {}",
+                location.display_uri
+            ));
             dataset
                 .optimize_indices(&Default::default())
                 .await

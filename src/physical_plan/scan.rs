@@ -397,6 +397,7 @@ impl ExecutionPlan for LanceScanExec {
                 let _timer = baseline.elapsed_compute().timer();
                 let batch = conform(batch?, &out_schema)?;
                 baseline.record_output(batch.num_rows());
+                crate::progress::add_rows_read(batch.num_rows());
                 Ok(batch)
             });
         Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(

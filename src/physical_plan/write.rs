@@ -154,6 +154,7 @@ impl ExecutionPlan for LanceWriteExec {
                 (Err(e), None) => return Err(e),
             };
             rows_written.add(rows as usize);
+            crate::progress::add_fragments_written(fragments.len());
             encode_fragments(rows, &fragments)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -218,6 +219,7 @@ pub(crate) async fn write_partition(
         Some(batch) => batch.map_err(|e| explain_input_error(e, &target))?,
     };
     check_batch(&first, &target)?;
+    crate::progress::add_rows_written(first.num_rows());
 
     // The first error of the input, kept so the statement fails with it rather
     // than with Lance's wrapper.
@@ -233,6 +235,7 @@ pub(crate) async fn write_partition(
             match &batch {
                 Ok(b) => {
                     rows.fetch_add(b.num_rows() as u64, std::sync::atomic::Ordering::Relaxed);
+                    crate::progress::add_rows_written(b.num_rows());
                 }
                 Err(e) => {
                     let mut slot = input_error.lock().unwrap_or_else(|p| p.into_inner());

@@ -209,9 +209,15 @@ async fn alter_table_runs_in_lance_sql() {
 /// csv prints every row, batch by batch (datafusion-cli 54 keeps only the
 /// first batches past `--maxrows`), under a memory limit smaller than the
 /// result; a sort larger than the limit spills instead of failing.
+/// 1,000,000 rows under 16M/40M in `make test`; 10,000,000 rows (about
+/// 600 MB) under 256M in `make test-nightly`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn csv_prints_every_row_under_a_memory_limit() {
-    const ROWS: usize = 1_000_000;
+    let (rows, limits) = if crate::support::nightly() {
+        (10_000_000usize, ["256M", "256M"])
+    } else {
+        (1_000_000, ["16M", "40M"])
+    };
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("t.lance").to_string_lossy().to_string();
     let create = format!(
@@ -219,16 +225,16 @@ async fn csv_prints_every_row_under_a_memory_limit() {
     );
     let insert = format!(
         "INSERT INTO t SELECT value, 'row-' || repeat('x', 40) || CAST(value AS VARCHAR) \
-         FROM generate_series(1, {ROWS})"
+         FROM generate_series(1, {rows})"
     );
     let out = lance_sql(&["-q", "-c", &create, "-c", &insert]);
     assert!(out.status.success(), "{}", stderr(&out));
-    // About 60 MB of rows: the export holds one batch at a time; the sort
+    // About 60 bytes a row: the export holds one batch at a time; the sort
     // spills (one partition: no merge of partitions competing for memory).
-    for (query, limit) in [
-        ("SELECT * FROM t", "16M"),
-        ("SELECT * FROM t ORDER BY s DESC", "40M"),
-    ] {
+    for (query, limit) in ["SELECT * FROM t", "SELECT * FROM t ORDER BY s DESC"]
+        .into_iter()
+        .zip(limits)
+    {
         let out = lance_sql(&[
             "-q",
             "--format",
@@ -244,10 +250,11 @@ async fn csv_prints_every_row_under_a_memory_limit() {
         ]);
         assert!(out.status.success(), "{query}: {}", stderr(&out));
         let text = stdout(&out);
-        let rows: Vec<&str> = text.lines().filter(|l| l.contains(",row-")).collect();
-        assert_eq!(rows.len(), ROWS, "{query}");
+        let printed: Vec<&str> = text.lines().filter(|l| l.contains(",row-")).collect();
+        assert_eq!(printed.len(), rows, "{query}");
         if query.contains("ORDER BY") {
-            assert!(rows[0].starts_with("999999,"), "{query}: {}", rows[0]);
+            let last = format!("{},", rows - 1);
+            assert!(printed[0].starts_with(&last), "{query}: {}", printed[0]);
         }
     }
     let out = lance_sql(&["--memory-limit", "lots", "-c", "SELECT 1"]);
@@ -331,4 +338,129 @@ async fn the_repl_runs_statements_and_commands() {
         "{stdout}"
     );
     assert!(stdout.contains("id,v\n1,10\n2,200\n3,30"), "{stdout}");
+}
+
+/// `--catalog NAME=ROOT` attaches a Lance namespace: tables created in one
+/// run are listed and read by the next, and by Lance's layout on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_is_attached_with_catalog() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_string_lossy().to_string();
+    let attach = format!("lake={root}");
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "csv",
+        "--catalog",
+        &attach,
+        "-c",
+        "CREATE TABLE lake.public.t AS SELECT value AS id FROM generate_series(1, 500)",
+        "-c",
+        "CREATE SCHEMA lake.db",
+        "-c",
+        "CREATE TABLE lake.db.u (name VARCHAR)",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.path().join("t.lance").is_dir());
+
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "csv",
+        "--catalog",
+        &attach,
+        "-c",
+        "SELECT table_schema, table_name FROM information_schema.tables \
+         WHERE table_catalog = 'lake' AND table_schema <> 'information_schema' \
+         ORDER BY 1, 2",
+        "-c",
+        "SELECT count(*) AS n, sum(id) AS s FROM lake.public.t",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "table_schema,table_name\ndb,u\npublic,t\nn,s\n500,125250\n"
+    );
+
+    let out = lance_sql(&["-q", "--catalog", "lake", "-c", "SELECT 1"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("NAME=ROOT"), "{}", stderr(&out));
+}
+
+/// `--progress always` (with no delay) draws a progress line on stderr and
+/// erases it before the statement's output; by default, with stderr piped,
+/// there is none. stdout holds the rows only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_line_shows_on_stderr_only() {
+    const CLEAR: &str = "\r\x1b[2K";
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    let create =
+        format!("CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}'");
+    let statements = [
+        "-c",
+        &create,
+        "-c",
+        "INSERT INTO t SELECT value FROM generate_series(1, 100000)",
+        "-c",
+        "SELECT count(*) AS n FROM t WHERE id % 2 = 0",
+    ];
+    let out = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+        .env("LANCE_SQL_PROGRESS_DELAY_MS", "0")
+        .args(["-q", "--format", "csv", "--progress", "always"])
+        .args(statements)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "count\n100000\nn\n50000\n");
+    let err = stderr(&out);
+    // One line per statement it ran (INSERT, SELECT), each erased.
+    assert!(err.starts_with(&format!("{CLEAR}0.0 s")), "{err:?}");
+    assert!(err.ends_with(CLEAR), "{err:?}");
+    assert!(
+        err.matches(&format!("{CLEAR}0.0 s")).count() >= 2,
+        "{err:?}"
+    );
+    assert!(!err.contains('\n'), "{err:?}");
+
+    let uri2 = dir.path().join("u.lance").to_string_lossy().to_string();
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        &create.replace(&uri, &uri2),
+        "-c",
+        "INSERT INTO t SELECT value FROM generate_series(1, 1000)",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+}
+
+/// The counters behind the progress line count what Lance nodes read and
+/// write (other tests run in this process too: at least these rows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_counts_rows_and_fragments() {
+    use datafusion_lance::progress::Progress;
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("t.lance").to_string_lossy().to_string();
+    let ctx = crate::support::context(2, &crate::support::private_cache());
+    crate::support::ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE t (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    let start = Progress::now();
+    crate::support::ok(
+        &ctx,
+        "INSERT INTO t SELECT value FROM generate_series(1, 5000)",
+    )
+    .await;
+    let written = Progress::now().since(&start);
+    assert!(written.rows_written >= 5000, "{written:?}");
+    assert!(written.fragments_written >= 1, "{written:?}");
+    let start = Progress::now();
+    crate::support::ok(&ctx, "SELECT * FROM t").await;
+    let read = Progress::now().since(&start);
+    assert!(read.rows_read >= 5000, "{read:?}");
 }

@@ -1,6 +1,6 @@
 //! The crate's modules depend on each other one way only:
 //! cluster → planner / codec → catalog → table functions / format → table →
-//! physical_plan → session → config → error → location. A `use crate::x`
+//! physical_plan → session → config → error → location / progress. A `use crate::x`
 //! against that direction fails this test, naming the file.
 
 use std::path::Path;
@@ -9,6 +9,7 @@ use std::path::Path;
 /// layers only.
 const LAYERS: &[(&str, u8)] = &[
     ("location", 0),
+    ("progress", 0),
     ("error", 1),
     ("config", 2),
     ("session", 3),

@@ -18,14 +18,17 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::{FairSpillPool, GreedyMemoryPool, MemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::logical_expr::{ExplainFormat, LogicalPlan};
+use datafusion::logical_expr::ExplainFormat;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_cli::catalog::DynamicObjectStoreCatalog;
-use datafusion_cli::exec;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
 use datafusion_cli::pool_type::PoolType;
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
+
+mod statements;
+
+use statements::{ProgressMode, run_statement};
 
 #[derive(Debug, Parser)]
 #[clap(
@@ -98,6 +101,12 @@ struct Args {
         value_parser(parse_catalog)
     )]
     catalogs: Vec<(String, String)>,
+
+    /// Show a live progress line (rows read and written, fragments
+    /// written, elapsed) on stderr for statements running longer than 2 s:
+    /// auto = when stderr is a terminal.
+    #[clap(long, value_enum, default_value_t = ProgressMode::Auto)]
+    progress: ProgressMode,
 }
 
 /// `NAME=ROOT` of `--catalog`.
@@ -182,6 +191,7 @@ async fn main() -> ExitCode {
 /// Runs the CLI; `Ok(false)` when a statement of a script failed.
 async fn main_inner() -> Result<bool> {
     let args = Args::parse();
+    statements::set_progress(args.progress);
     if let Some(dir) = &args.data_path {
         std::env::set_current_dir(dir)?;
     }
@@ -303,84 +313,6 @@ async fn run_file(ctx: &SessionContext, path: &str, print_options: &PrintOptions
         ok &= run_statement(ctx, statement, print_options).await;
     }
     Ok(ok)
-}
-
-/// Runs one statement (`MERGE INTO` and time travel are planned by
-/// datafusion-lance, the rest by datafusion-cli); reports errors on stderr.
-async fn run_statement(ctx: &SessionContext, sql: String, print_options: &PrintOptions) -> bool {
-    let result = match datafusion_lance::plan_lance_sql(&ctx.state(), &sql).await {
-        Ok(Some(plan)) => run_plan(ctx, plan, print_options).await,
-        Ok(None) if streams(print_options) => stream_query(ctx, sql, print_options).await,
-        Ok(None) => exec::exec_from_commands(ctx, vec![sql], print_options).await,
-        Err(e) => Err(e),
-    };
-    match result {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("Error: {e}");
-            false
-        }
-    }
-}
-
-/// Executes a planned statement and prints its rows like datafusion-cli.
-async fn run_plan(
-    ctx: &SessionContext,
-    plan: LogicalPlan,
-    print_options: &PrintOptions,
-) -> Result<()> {
-    let started = std::time::Instant::now();
-    let df = datafusion_lance::execute_lance_plan(ctx, plan).await?;
-    if streams(print_options) {
-        let stream = df.execute_stream().await?;
-        let format = ctx.state().config_options().format.clone();
-        return print_options.print_stream(stream, started, &format).await;
-    }
-    let schema = Arc::new(df.schema().as_arrow().clone());
-    let batches = df.collect().await?;
-    let rows = batches.iter().map(|b| b.num_rows()).sum();
-    let format = ctx.state().config_options().format.clone();
-    print_options.print_batches(schema, &batches, started, rows, &format)
-}
-
-/// Whether results print batch by batch as they arrive: every row of every
-/// batch for csv, tsv, json and ndjson (datafusion-cli 54 keeps only the
-/// first batches past `--maxrows` and holds the result in memory).
-fn streams(print_options: &PrintOptions) -> bool {
-    !matches!(
-        print_options.format,
-        PrintFormat::Table | PrintFormat::Automatic
-    )
-}
-
-/// Runs a query DataFusion plans and prints its rows as they arrive; other
-/// statements (DDL, `SET`, DML, `EXPLAIN`, ...) go to datafusion-cli.
-async fn stream_query(
-    ctx: &SessionContext,
-    sql: String,
-    print_options: &PrintOptions,
-) -> Result<()> {
-    let started = std::time::Instant::now();
-    let plan = ctx.state().create_logical_plan(&sql).await?;
-    if matches!(
-        plan,
-        LogicalPlan::Ddl(_)
-            | LogicalPlan::Statement(_)
-            | LogicalPlan::Dml(_)
-            | LogicalPlan::Copy(_)
-            | LogicalPlan::Explain(_)
-            | LogicalPlan::Analyze(_)
-            | LogicalPlan::DescribeTable(_)
-    ) {
-        return exec::exec_from_commands(ctx, vec![sql], print_options).await;
-    }
-    let stream = ctx
-        .execute_logical_plan(plan)
-        .await?
-        .execute_stream()
-        .await?;
-    let format = ctx.state().config_options().format.clone();
-    print_options.print_stream(stream, started, &format).await
 }
 
 /// Splits input at `;` outside quotes.

@@ -1,0 +1,260 @@
+//! Live progress of the Lance work running in this process, for command
+//! lines: rows Lance scans have read, rows and fragments written, and the
+//! phase of long maintenance work (index builds, optimize).
+//!
+//! The counters are process-wide, like the shared Lance session: nodes add
+//! to them in `execute`, nothing in a plan refers to them. A
+//! [`ProgressLine`] shows the difference since it started on one terminal
+//! line, rewritten in place and erased when the statement ends.
+//!
+//! ```
+//! let start = datafusion_lance::progress::Progress::now();
+//! // ... a statement runs ...
+//! let done = datafusion_lance::progress::Progress::now().since(&start);
+//! assert!(done.render(std::time::Duration::from_secs(3)).starts_with("3.0 s"));
+//! ```
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+static ROWS_READ: AtomicU64 = AtomicU64::new(0);
+static ROWS_WRITTEN: AtomicU64 = AtomicU64::new(0);
+static FRAGMENTS_WRITTEN: AtomicU64 = AtomicU64::new(0);
+static PHASE: Mutex<Option<String>> = Mutex::new(None);
+
+pub(crate) fn add_rows_read(rows: usize) {
+    ROWS_READ.fetch_add(rows as u64, Ordering::Relaxed);
+}
+
+pub(crate) fn add_rows_written(rows: usize) {
+    ROWS_WRITTEN.fetch_add(rows as u64, Ordering::Relaxed);
+}
+
+pub(crate) fn add_fragments_written(fragments: usize) {
+    FRAGMENTS_WRITTEN.fetch_add(fragments as u64, Ordering::Relaxed);
+}
+
+/// Names the long step running now (`building index 'idx' of t`) until
+/// dropped.
+pub(crate) struct Phase;
+
+impl Phase {
+    pub(crate) fn enter(text: String) -> Self {
+        *PHASE.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
+        Phase
+    }
+}
+
+impl Drop for Phase {
+    fn drop(&mut self) {
+        *PHASE.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// The counters at one moment (or between two, see [`Progress::since`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Rows Lance scans of this crate returned.
+    pub rows_read: u64,
+    /// Rows handed to Lance writers (`INSERT`, `COPY`, `CREATE TABLE AS`).
+    pub rows_written: u64,
+    /// Fragments those writers finished.
+    pub fragments_written: u64,
+    /// The long step running now, if any.
+    pub phase: Option<String>,
+}
+
+impl Progress {
+    /// The process's counters now.
+    pub fn now() -> Self {
+        Self {
+            rows_read: ROWS_READ.load(Ordering::Relaxed),
+            rows_written: ROWS_WRITTEN.load(Ordering::Relaxed),
+            fragments_written: FRAGMENTS_WRITTEN.load(Ordering::Relaxed),
+            phase: PHASE.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        }
+    }
+
+    /// What changed since `start` (the phase is the current one).
+    pub fn since(&self, start: &Progress) -> Self {
+        Self {
+            rows_read: self.rows_read.saturating_sub(start.rows_read),
+            rows_written: self.rows_written.saturating_sub(start.rows_written),
+            fragments_written: self
+                .fragments_written
+                .saturating_sub(start.fragments_written),
+            phase: self.phase.clone(),
+        }
+    }
+
+    /// `12.4 s · 1,200,000 rows read · 800,000 rows written · 3 fragments
+    /// written · building index 'idx' of t`; counts that are zero are left
+    /// out.
+    pub fn render(&self, elapsed: Duration) -> String {
+        let mut parts = vec![format!("{:.1} s", elapsed.as_secs_f64())];
+        for (n, what) in [
+            (self.rows_read, "rows read"),
+            (self.rows_written, "rows written"),
+            (self.fragments_written, "fragments written"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{} {what}", thousands(n)));
+            }
+        }
+        if let Some(phase) = &self.phase {
+            parts.push(phase.clone());
+        }
+        parts.join(" · ")
+    }
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Erases the terminal line and returns to its start.
+const CLEAR: &str = "\r\x1b[2K";
+
+/// A live progress line on a terminal: after `delay` (at once when it is
+/// zero), the statement's progress is written every 250 ms over the same
+/// line; [`finish`] erases it. It runs only while its statement does.
+///
+/// [`finish`]: ProgressLine::finish
+pub struct ProgressLine {
+    shared: Arc<Mutex<LineState>>,
+    ticker: tokio::task::JoinHandle<()>,
+}
+
+struct LineState {
+    out: Box<dyn Write + Send>,
+    shown: bool,
+    finished: bool,
+}
+
+impl ProgressLine {
+    /// Starts the line on `out` (normally stderr, when it is a terminal).
+    pub fn start(out: Box<dyn Write + Send>, delay: Duration) -> Self {
+        let shared = Arc::new(Mutex::new(LineState {
+            out,
+            shown: false,
+            finished: false,
+        }));
+        let start = Progress::now();
+        let started = Instant::now();
+        if delay.is_zero() {
+            // Shown at once: at least one line, however short the statement.
+            let mut state = shared.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = write!(
+                state.out,
+                "{CLEAR}{}",
+                start.since(&start).render(Duration::ZERO)
+            );
+            let _ = state.out.flush();
+            state.shown = true;
+        }
+        let ticker = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                loop {
+                    {
+                        let mut state = shared.lock().unwrap_or_else(|p| p.into_inner());
+                        if state.finished {
+                            return;
+                        }
+                        let line = Progress::now().since(&start).render(started.elapsed());
+                        let _ = write!(state.out, "{CLEAR}{line}");
+                        let _ = state.out.flush();
+                        state.shown = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            })
+        };
+        Self { shared, ticker }
+    }
+
+    /// Stops the line and erases it (before the statement's output).
+    /// Dropping the line does the same (a cancelled statement).
+    pub fn finish(self) {}
+}
+
+impl Drop for ProgressLine {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        state.finished = true;
+        if state.shown {
+            let _ = write!(state.out, "{CLEAR}");
+            let _ = state.out.flush();
+            state.shown = false;
+        }
+        self.ticker.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer whose bytes the test reads back.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn renders_counts_and_phase() {
+        let p = Progress {
+            rows_read: 1_234_567,
+            rows_written: 0,
+            fragments_written: 12,
+            phase: Some("building index 'i' of t".into()),
+        };
+        assert_eq!(
+            p.render(Duration::from_millis(2500)),
+            "2.5 s · 1,234,567 rows read · 12 fragments written · building index 'i' of t"
+        );
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shows_after_the_delay_and_erases_itself() {
+        let out = Captured::default();
+        // Finished before the delay: nothing is written.
+        let line = ProgressLine::start(Box::new(out.clone()), Duration::from_secs(3600));
+        tokio::task::yield_now().await;
+        line.finish();
+        assert!(out.0.lock().unwrap().is_empty());
+
+        let phase = Phase::enter("optimizing".into());
+        // No delay: the first line is written before `start` returns.
+        let line = ProgressLine::start(Box::new(out.clone()), Duration::ZERO);
+        drop(phase);
+        line.finish();
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert!(text.starts_with(CLEAR), "{text:?}");
+        assert!(text.contains(" s · "), "{text:?}");
+        assert!(text.contains("optimizing"), "{text:?}");
+        assert!(text.ends_with(CLEAR), "{text:?}");
+        assert!(!text.contains('\n'), "{text:?}");
+    }
+}
