@@ -160,7 +160,9 @@ fn test_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-async fn context_for(scratch: &Path) -> SessionContext {
+/// The context a test file runs in. Files under `catalog/` also get the
+/// Lance catalog `lake` over the namespace at `__SCRATCH__/lake`.
+async fn context_for(path: &Path, scratch: &Path) -> SessionContext {
     let config = SessionConfig::new()
         .with_target_partitions(4)
         .with_information_schema(true);
@@ -169,6 +171,14 @@ async fn context_for(scratch: &Path) -> SessionContext {
     ctx.with_lance_session_cache(LanceSessionCache::private(CacheBudgets::from_env()));
     let ctx = datafusion_lance::enable_lance_url_tables(ctx);
     fixtures::create_all(scratch).await;
+    if path.parent().and_then(|p| p.file_name()) == Some("catalog".as_ref()) {
+        let root = scratch.join("lake");
+        std::fs::create_dir_all(&root).expect("catalog root");
+        let root = root.to_str().expect("utf-8 scratch path");
+        datafusion_lance::register_lance_catalog(&ctx, "lake", root, Default::default())
+            .await
+            .expect("register catalog lake");
+    }
     ctx
 }
 
@@ -183,7 +193,7 @@ async fn run_file(path: &Path, complete: bool) -> Result<(), String> {
         .tempdir()
         .map_err(|e| e.to_string())?;
     unnamed_errors(path)?;
-    let ctx = context_for(scratch.path()).await;
+    let ctx = context_for(path, scratch.path()).await;
     let scratch_str = scratch.path().to_string_lossy().to_string();
     let mut runner = Runner::new(move || {
         let ctx = ctx.clone();

@@ -323,6 +323,18 @@ pub(crate) fn lakes(state: &datafusion::execution::session_state::SessionState) 
         .collect()
 }
 
+/// The Lance catalog that table `reference` belongs to, if any.
+pub(crate) fn lance_catalog_of(
+    state: &datafusion::execution::session_state::SessionState,
+    reference: &datafusion::common::TableReference,
+) -> Option<Arc<Lake>> {
+    let defaults = &state.config_options().catalog;
+    let resolved = reference
+        .clone()
+        .resolve(&defaults.default_catalog, &defaults.default_schema);
+    lance_catalog(state, &resolved.catalog)
+}
+
 /// The Lance catalog `name` of `state`, if it is one.
 pub(crate) fn lance_catalog(
     state: &datafusion::execution::session_state::SessionState,

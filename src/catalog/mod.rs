@@ -7,7 +7,7 @@ mod namespace;
 mod url;
 
 pub(crate) use ddl::{plan_catalog_ddl, run_catalog_plan};
-pub(crate) use lake::refresh_catalogs_of;
 pub use lake::{LanceCatalog, refresh_lance_catalogs, register_lance_catalog};
+pub(crate) use lake::{lance_catalog_of, refresh_catalogs_of};
 pub use namespace::NamespaceSpec;
 pub use url::{LanceUrlTableFactory, enable_lance_url_tables};

@@ -207,6 +207,21 @@ impl Planner<'_> {
                     }
                 }
             }
+            AlterTableOperation::RenameTable { .. } => {
+                return match crate::catalog::lance_catalog_of(self.state, t) {
+                    Some(lake) => plan_err!(
+                        "ALTER TABLE '{t}' RENAME: the Lance catalog '{}' is a directory \
+                         namespace, which cannot rename tables (lance-namespace 14.0.2); use \
+                         CREATE TABLE ... AS SELECT * FROM {t} and DROP TABLE {t}",
+                        lake.name
+                    ),
+                    None => plan_err!(
+                        "ALTER TABLE '{t}' RENAME: a registered Lance table is renamed by \
+                         registering its location again under the new name (CREATE EXTERNAL \
+                         TABLE) and dropping the old registration; the data stays where it is"
+                    ),
+                };
+            }
             other => {
                 return plan_err!(
                     "ALTER TABLE '{t}': '{other}' is not supported on Lance tables; use ADD \
@@ -424,7 +439,11 @@ pub async fn execute_lance_plan(ctx: &SessionContext, plan: LogicalPlan) -> DFRe
     let batches = ctx.execute_logical_plan(plan).await?.collect().await?;
     let reference = TableReference::parse_str(&target);
     let provider = ctx.table_provider(reference.clone()).await?;
-    if let Some(table) = provider.downcast_ref::<LanceTableProvider>() {
+    // A Lance catalog opens its tables afresh whenever they are named.
+    let in_catalog = crate::catalog::lance_catalog_of(&ctx.state(), &reference).is_some();
+    if let Some(table) = provider.downcast_ref::<LanceTableProvider>()
+        && !in_catalog
+    {
         let fresh = table
             .at_version(table.version_spec().clone(), &ctx.state())
             .await?;

@@ -7,7 +7,12 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Int64Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::ipc::writer::StreamWriter;
-use datafusion_lance::register_lance_catalog;
+use datafusion::physical_plan::collect;
+use datafusion::prelude::SessionContext;
+use datafusion_lance::{LancePhysicalCodec, plan_lance_sql, register_lance_catalog};
+use datafusion_proto::bytes::{
+    physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+};
 use lance::Dataset;
 use lance_namespace::LanceNamespace;
 use lance_namespace::models::{CreateTableRequest, DescribeTableRequest, ListTablesRequest};
@@ -43,7 +48,19 @@ async fn lance_location(ns: &dyn LanceNamespace, id: &[&str]) -> Option<String> 
     .and_then(|r| r.location)
 }
 
-async fn listed(ctx: &datafusion::prelude::SessionContext) -> Vec<String> {
+/// A context with a fresh directory namespace attached as catalog `lake`;
+/// the directory lives as long as the returned guard.
+async fn lake() -> (tempfile::TempDir, String, SessionContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap().to_string();
+    let ctx = context(2, &private_cache());
+    register_lance_catalog(&ctx, "lake", &root, Default::default())
+        .await
+        .unwrap();
+    (dir, root, ctx)
+}
+
+async fn listed(ctx: &SessionContext) -> Vec<String> {
     let batches = sql(
         ctx,
         "SELECT table_schema, table_name FROM information_schema.tables \
@@ -54,7 +71,7 @@ async fn listed(ctx: &datafusion::prelude::SessionContext) -> Vec<String> {
     sorted_rows(&batches)
 }
 
-async fn error(ctx: &datafusion::prelude::SessionContext, statement: &str) -> String {
+async fn error(ctx: &SessionContext, statement: &str) -> String {
     match sql(ctx, statement).await {
         Ok(_) => panic!("{statement}: expected an error"),
         Err(e) => e.to_string(),
@@ -63,12 +80,7 @@ async fn error(ctx: &datafusion::prelude::SessionContext, statement: &str) -> St
 
 #[tokio::test]
 async fn tables_are_created_written_listed_and_dropped_in_a_namespace() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_str().unwrap().to_string();
-    let ctx = context(2, &private_cache());
-    register_lance_catalog(&ctx, "lake", &root, Default::default())
-        .await
-        .unwrap();
+    let (_dir, root, ctx) = lake().await;
     assert!(listed(&ctx).await.is_empty());
 
     // CREATE TABLE AS: one version, written by the parallel write path.
@@ -171,12 +183,7 @@ async fn tables_are_created_written_listed_and_dropped_in_a_namespace() {
 
 #[tokio::test]
 async fn bad_catalog_statements_fail_clearly_and_change_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_str().unwrap().to_string();
-    let ctx = context(2, &private_cache());
-    register_lance_catalog(&ctx, "lake", &root, Default::default())
-        .await
-        .unwrap();
+    let (_dir, root, ctx) = lake().await;
     ok(
         &ctx,
         "CREATE TABLE lake.public.t AS SELECT 1 AS id, 'a' AS name",
@@ -258,12 +265,7 @@ async fn bad_catalog_statements_fail_clearly_and_change_nothing() {
 
 #[tokio::test]
 async fn listing_opens_no_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_str().unwrap().to_string();
-    let ctx = context(2, &private_cache());
-    register_lance_catalog(&ctx, "lake", &root, Default::default())
-        .await
-        .unwrap();
+    let (_dir, root, ctx) = lake().await;
     ok(&ctx, "CREATE TABLE lake.public.good AS SELECT 1 AS id").await;
     // A table directory whose dataset cannot be opened: listing it must
     // not try.
@@ -282,4 +284,108 @@ async fn listing_opens_no_table() {
     );
     let e = error(&ctx, "SELECT * FROM lake.public.broken").await;
     assert!(e.contains("broken.lance"), "{e}");
+}
+
+#[tokio::test]
+async fn catalog_tables_take_schema_changes_merges_and_time_travel() {
+    let (_dir, root, ctx) = lake().await;
+    ok(
+        &ctx,
+        "CREATE TABLE lake.public.t AS SELECT value AS id, value * 10 AS v \
+         FROM generate_series(1, 5)",
+    )
+    .await;
+
+    // ALTER TABLE: the next statement sees the new column (the catalog
+    // opens the table afresh; nothing is registered again).
+    ok(
+        &ctx,
+        "ALTER TABLE lake.public.t ADD COLUMN w BIGINT AS (v + 1)",
+    )
+    .await;
+    assert_eq!(
+        ints(&ctx, "SELECT sum(w) FROM lake.public.t").await,
+        vec![155]
+    );
+    let e = error(&ctx, "ALTER TABLE lake.public.t RENAME TO u").await;
+    assert!(
+        e.contains("the Lance catalog 'lake' is a directory namespace, which cannot rename"),
+        "{e}"
+    );
+
+    // MERGE INTO with a staging table of the session's own catalog.
+    ok(
+        &ctx,
+        "CREATE TABLE staging AS SELECT * FROM (VALUES (5, 0, 0), (6, 60, 61)) AS s(id, v, w)",
+    )
+    .await;
+    ok(
+        &ctx,
+        "MERGE INTO lake.public.t AS t USING staging AS s ON t.id = s.id \
+         WHEN MATCHED THEN UPDATE SET v = s.v, w = s.w \
+         WHEN NOT MATCHED THEN INSERT (id, v, w) VALUES (s.id, s.v, s.w)",
+    )
+    .await;
+    assert_eq!(
+        sorted_rows(
+            &sql(&ctx, "SELECT id, v FROM lake.public.t WHERE id >= 5")
+                .await
+                .unwrap()
+        ),
+        vec!["5|0", "6|60"]
+    );
+
+    // Versions and time travel by the catalog name.
+    let versions = sorted_rows(
+        &sql(
+            &ctx,
+            "SELECT version, operation FROM lance_versions('lake.public.t')",
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(versions.len(), 3, "{versions:?}");
+    // (`VERSION AS OF` needs lance_sql: DataFusion's parser rejects it.)
+    let old = sql(&ctx, "SELECT sum(v) FROM lake.public.t VERSION AS OF 1")
+        .await
+        .unwrap();
+    assert_eq!(sorted_rows(&old), vec!["150"]);
+    let e = error(&ctx, "SELECT w FROM lake.public.t VERSION AS OF 1").await;
+    assert!(e.contains("w"), "{e}");
+    let t = Dataset::open(&format!("{root}/t.lance")).await.unwrap();
+    assert_eq!(t.version().version, 3);
+}
+
+/// `CREATE TABLE AS` into a catalog is a plan like any other: encoded,
+/// decoded by a context with no catalog, and run there, it creates the
+/// table the catalog then lists. (Tables of child namespaces are also
+/// registered with the namespace after the plan runs: `lance_sql` does
+/// that, a plan run elsewhere does not.)
+#[tokio::test]
+async fn create_table_as_round_trips_through_the_codec() {
+    let (_dir, root, ctx) = lake().await;
+    let state = ctx.state();
+    let plan = plan_lance_sql(
+        &state,
+        "CREATE TABLE lake.public.x AS SELECT value AS id FROM generate_series(1, 300)",
+    )
+    .await
+    .unwrap()
+    .expect("ours");
+    let plan = state.create_physical_plan(&plan).await.unwrap();
+    let codec = LancePhysicalCodec::new();
+    let bytes = physical_plan_to_bytes_with_extension_codec(plan, &codec).unwrap();
+    // Planning wrote nothing.
+    assert!(!std::path::Path::new(&format!("{root}/x.lance")).exists());
+
+    let worker = context(2, &private_cache());
+    let decoded =
+        physical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec).unwrap();
+    let written = sorted_rows(&collect(decoded, worker.task_ctx()).await.unwrap());
+    assert_eq!(written, vec!["300"]);
+    assert_eq!(listed(&ctx).await, vec!["public|x"]);
+    assert_eq!(
+        ints(&ctx, "SELECT count(*), sum(id) FROM lake.public.x").await,
+        vec![300, 45150]
+    );
 }
