@@ -3,13 +3,16 @@
 CARGO ?= cargo
 DEMO_DIR ?= target/demo
 
-.PHONY: help protoc run build test test-nightly lint fmt check-fmt clippy unit slt slt-complete bench doc
+.PHONY: help protoc s3-server run build test test-nightly lint fmt check-fmt clippy unit slt slt-complete bench doc
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
 
 protoc: ## Install protoc if missing (apt-get as root; otherwise explain)
 	@.ci/ensure-protoc.sh
+
+s3-server: ## Install moto's S3 server for the S3 tests if missing (pip)
+	@.ci/ensure-moto.sh
 
 run: protoc ## Build, create a demo Lance dataset under target/demo, run examples/demo.sql
 	$(CARGO) build --bin lance-sql
@@ -21,7 +24,7 @@ build: protoc ## Build the library and the lance-sql CLI
 
 test: protoc check-fmt clippy unit ## Everything CI runs: fmt check, clippy, unit + integration tests, sqllogictests
 
-test-nightly: protoc check-fmt clippy ## The big tier: make test with 20 process kills and 2,000 fuzzed predicates
+test-nightly: protoc s3-server check-fmt clippy ## The big tier: make test with 20 process kills and 2,000 fuzzed predicates
 	DATAFUSION_LANCE_NIGHTLY=1 $(CARGO) test
 
 lint: protoc check-fmt clippy ## fmt check and clippy -D warnings
@@ -35,7 +38,7 @@ check-fmt: ## Check formatting
 clippy: protoc ## Clippy on every target, warnings are errors
 	$(CARGO) clippy --all-targets -- -D warnings
 
-unit: protoc ## Unit tests, integration tests and the sqllogictest suite
+unit: protoc s3-server ## Unit tests, integration tests and the sqllogictest suite
 	$(CARGO) test
 
 slt: protoc ## Only the sqllogictest suite (make slt F=scan/filters to filter)

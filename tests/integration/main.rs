@@ -21,6 +21,7 @@ mod indexes;
 mod layout;
 mod merges;
 mod read_faults;
+mod s3;
 mod scans;
 mod secrets;
 mod session;

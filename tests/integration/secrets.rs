@@ -5,6 +5,10 @@ use crate::support::{context, dataset_path, ok, private_cache, sql};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_never_appear_in_plans_or_errors() {
     const SECRET: &str = "SUPERSECRET-7f3a";
+    const NOWHERE: &str = "'lance.storage.aws_endpoint' 'http://127.0.0.1:9', \
+                           'lance.storage.aws_allow_http' 'true', \
+                           'lance.storage.aws_region' 'us-east-1', \
+                           'lance.storage.client_max_retries' '0'";
     let logs = LogCapture::start();
     let dir = tempfile::tempdir().unwrap();
     let uri = dataset_path(&dir, "t.lance");
@@ -31,16 +35,17 @@ async fn secrets_never_appear_in_plans_or_errors() {
     }
     let provider = ctx.table_provider("t").await.unwrap();
     assert!(!format!("{provider:?}").contains(SECRET));
-    // errors: an unreachable store with credentials
+    // errors: an unreachable store with credentials (a closed port on
+    // 127.0.0.1: no other address is ever contacted)
     for statement in [
         format!(
-            "CREATE EXTERNAL TABLE s3t STORED AS LANCE LOCATION 's3://no-such-bucket/t.lance' OPTIONS ('lance.storage.aws_secret_access_key' '{SECRET}', 'lance.storage.aws_access_key_id' 'AKIA{SECRET}')"
+            "CREATE EXTERNAL TABLE s3t STORED AS LANCE LOCATION 's3://no-such-bucket/t.lance' OPTIONS ('lance.storage.aws_secret_access_key' '{SECRET}', 'lance.storage.aws_access_key_id' 'AKIA{SECRET}', {NOWHERE})"
         ),
         format!(
             "CREATE EXTERNAL TABLE bad STORED AS LANCE LOCATION '{uri}' OPTIONS ('lance.storage.aws_secret_access_key' '{SECRET}', 'lance.nope' '1')"
         ),
         format!(
-            "CREATE EXTERNAL TABLE bad STORED AS LANCE LOCATION 's3://user:{SECRET}@bucket/t.lance'"
+            "CREATE EXTERNAL TABLE bad STORED AS LANCE LOCATION 's3://user:{SECRET}@bucket/t.lance' OPTIONS ('lance.storage.aws_access_key_id' 'k', 'lance.storage.aws_secret_access_key' 's', {NOWHERE})"
         ),
     ] {
         let err = sql(&ctx, &statement).await.unwrap_err();
