@@ -39,11 +39,9 @@ pub(crate) fn args() -> Args {
             "--rows" => out.rows = it.next().and_then(|v| v.parse().ok()).expect("--rows N"),
             "--iters" => out.iters = it.next().and_then(|v| v.parse().ok()).expect("--iters N"),
             "--dir" => out.dir = PathBuf::from(it.next().expect("--dir PATH")),
-            "--only" => {
-                out.sections.push(it.next().expect(
-                    "--only read|sessions|insert|upsert|dml|contention|plans|cluster|search",
-                ))
-            }
+            "--only" => out.sections.push(it.next().expect(
+                "--only read|sessions|insert|upsert|dml|contention|plans|cluster|search|catalog",
+            )),
             "--variant" => out.variant = it.next().expect("--variant NAME"),
             "--commit-budget" => {
                 let value = it.next().expect("--commit-budget RETRIES,TIMEOUT_MS");

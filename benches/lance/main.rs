@@ -46,11 +46,16 @@
 //! a point lookup with and without a BTREE index, and `lance_fts` vs
 //! `Scanner::full_text_search` (`cargo bench --bench lance -- --only search`).
 //!
+//! **catalog** — attach a directory namespace of 1,000 tables, list them
+//! and query one, in a new context, vs Lance's namespace API
+//! (`cargo bench --bench lance -- --only catalog`).
+//!
 //! Every cell is the median of `--iters` (default 5) runs with min–max, the
 //! sides of a comparison interleaved (A B A B ...) after one warm-up run
 //! each. Ratios are "time ÷ baseline time": below 1 is faster than the
 //! baseline. Generated data is kept under `target/bench-data` between runs.
 
+mod catalog;
 mod cluster;
 mod common;
 mod contention;
@@ -105,6 +110,9 @@ fn main() {
         }
         if run("search") {
             search::search_table(&args).await;
+        }
+        if run("catalog") {
+            catalog::catalog_table(&args).await;
         }
     });
     println!(
