@@ -70,9 +70,9 @@ pub struct GroupRows {
 
 impl GroupRows {
     /// The rows of `group`.
-    pub fn of(group: &[Fragment]) -> Self {
+    pub fn of(group: &[&Fragment]) -> Self {
         Self {
-            rows: group.iter().map(live_rows).sum(),
+            rows: group.iter().map(|f| live_rows(f)).sum(),
             exact: group.iter().all(|f| f.num_rows().is_some()),
         }
     }
@@ -131,7 +131,7 @@ impl LanceScanExec {
     pub(crate) fn new(
         location: TableLocation,
         snapshot: Snapshot,
-        groups: Vec<Vec<Fragment>>,
+        groups: Vec<Vec<&Fragment>>,
         columns: Vec<String>,
         schema: SchemaRef,
         filter: Option<Expr>,
@@ -452,15 +452,23 @@ impl ScanRequest {
         let dataset = cache
             .open_snapshot(&self.location.uri, &params, &self.snapshot)
             .await?;
+        // Looked up in the manifest's list (sorted by id) without
+        // `Dataset::get_fragment`, which clones the dataset per fragment.
+        let all = dataset.fragments();
         let mut fragments = Vec::with_capacity(self.fragments.len());
-        for id in &self.fragments {
-            let Some(fragment) = dataset.get_fragment(*id as usize) else {
+        for &id in &self.fragments {
+            let at = all.partition_point(|f| f.id < id);
+            let found = match all.get(at) {
+                Some(f) if f.id == id => Some(f),
+                _ => all.iter().find(|f| f.id == id),
+            };
+            let Some(fragment) = found else {
                 return internal_err!(
                     "fragment {id} is not in version {} of '{display}'",
                     self.snapshot.version
                 );
             };
-            fragments.push(fragment.metadata().clone());
+            fragments.push(fragment.clone());
         }
         let mut scanner = dataset.scan();
         scanner.with_fragments(fragments);

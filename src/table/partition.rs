@@ -5,17 +5,18 @@ use lance_table::format::Fragment;
 
 pub(crate) use crate::physical_plan::scan::live_rows;
 
-/// Groups `fragments` into at most `max_groups` groups balanced by live rows.
+/// Groups `fragments` into at most `max_groups` groups balanced by live rows
+/// (borrowing them: a version may hold 100,000 fragments).
 ///
 /// * no fragments → no groups;
 /// * at most `max_groups` fragments → one group per fragment;
 /// * otherwise largest-first greedy assignment to the lightest group, which
 ///   keeps every group within one fragment of the mean. Fragments keep their
 ///   table order inside a group.
-pub(crate) fn group_fragments(fragments: &[Fragment], max_groups: usize) -> Vec<Vec<Fragment>> {
+pub(crate) fn group_fragments(fragments: &[Fragment], max_groups: usize) -> Vec<Vec<&Fragment>> {
     let max_groups = max_groups.max(1);
     if fragments.len() <= max_groups {
-        return fragments.iter().map(|f| vec![f.clone()]).collect();
+        return fragments.iter().map(|f| vec![f]).collect();
     }
     let mut order: Vec<usize> = (0..fragments.len()).collect();
     // Heaviest first; ties by position so the result is deterministic.
@@ -29,12 +30,12 @@ pub(crate) fn group_fragments(fragments: &[Fragment], max_groups: usize) -> Vec<
         loads[lightest] += live_rows(&fragments[i]);
         members[lightest].push(i);
     }
-    let mut groups: Vec<Vec<Fragment>> = members
+    let mut groups: Vec<Vec<&Fragment>> = members
         .into_iter()
         .filter(|m| !m.is_empty())
         .map(|mut m| {
             m.sort_unstable();
-            m.into_iter().map(|i| fragments[i].clone()).collect()
+            m.into_iter().map(|i| &fragments[i]).collect()
         })
         .collect();
     // Groups in table order of their first fragment.
@@ -43,7 +44,7 @@ pub(crate) fn group_fragments(fragments: &[Fragment], max_groups: usize) -> Vec<
 }
 
 /// The shortest prefix of `fragments` holding at least `limit` live rows.
-pub(crate) fn prefix_covering(fragments: &[Fragment], limit: usize) -> Vec<Fragment> {
+pub(crate) fn prefix_covering(fragments: &[Fragment], limit: usize) -> Vec<&Fragment> {
     let mut rows = 0usize;
     let mut out = Vec::new();
     for f in fragments {
@@ -51,7 +52,7 @@ pub(crate) fn prefix_covering(fragments: &[Fragment], limit: usize) -> Vec<Fragm
             break;
         }
         rows += f.num_rows().unwrap_or(0);
-        out.push(f.clone());
+        out.push(f);
     }
     out
 }
@@ -66,10 +67,10 @@ mod tests {
         f
     }
 
-    fn loads(groups: &[Vec<Fragment>]) -> Vec<usize> {
+    fn loads(groups: &[Vec<&Fragment>]) -> Vec<usize> {
         groups
             .iter()
-            .map(|g| g.iter().map(live_rows).sum())
+            .map(|g| g.iter().map(|f| live_rows(f)).sum())
             .collect()
     }
 
@@ -126,7 +127,8 @@ mod tests {
     #[test]
     fn empty_and_small_inputs() {
         assert!(group_fragments(&[], 4).is_empty());
-        let groups = group_fragments(&[frag(3, 10), frag(9, 1)], 4);
+        let two = [frag(3, 10), frag(9, 1)];
+        let groups = group_fragments(&two, 4);
         assert_eq!(groups.len(), 2);
         assert_eq!(group_fragments(&[frag(1, 1)], 0).len(), 1);
     }
