@@ -134,8 +134,9 @@ pub(crate) const SETTINGS: &[Setting] = &[
     Setting {
         key: "fragment_readahead",
         default_label: None,
-        description: "fragments read concurrently per partition; 0 = automatic (1 on local \
-            disk, Lance's default on object stores)",
+        description: "fragments read concurrently per partition; 0 = automatic (on local \
+            disk about one batch of rows in flight: 1 for fragments of a batch or more, at most \
+            32 for tiny ones; Lance's default on object stores)",
         get: |c| c.fragment_readahead.to_string(),
         set: |c, key, value| {
             c.fragment_readahead = parse(key, value, "a fragment count")?;
