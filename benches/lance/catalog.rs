@@ -17,7 +17,8 @@ const TABLES: usize = 1_000;
 const QUERIED: &str = "t0500";
 
 fn fresh_context() -> SessionContext {
-    let ctx = datafusion_lance::lance_session_context(SessionConfig::new());
+    let ctx =
+        datafusion_lance::lance_session_context(SessionConfig::new().with_information_schema(true));
     ctx.with_lance_session_cache(LanceSessionCache::private(CacheBudgets::from_env()));
     ctx
 }

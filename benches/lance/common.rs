@@ -21,6 +21,10 @@ pub(crate) struct Args {
     /// `(lance.commit_max_retries, lance.commit_retry_timeout_ms)` for the
     /// contention section instead of the defaults.
     pub(crate) commit_budget: Option<(u32, u64)>,
+    /// Fragment counts for the fragments section (default 100 to 100,000).
+    pub(crate) fragments: Vec<usize>,
+    /// Where the fragments section writes its chart.
+    pub(crate) svg: Option<PathBuf>,
 }
 
 pub(crate) fn args() -> Args {
@@ -29,6 +33,8 @@ pub(crate) fn args() -> Args {
         iters: 5,
         rates: Vec::new(),
         commit_budget: None,
+        fragments: Vec::new(),
+        svg: None,
         dir: PathBuf::from("target/bench-data"),
         sections: Vec::new(),
         variant: String::new(),
@@ -40,13 +46,22 @@ pub(crate) fn args() -> Args {
             "--iters" => out.iters = it.next().and_then(|v| v.parse().ok()).expect("--iters N"),
             "--dir" => out.dir = PathBuf::from(it.next().expect("--dir PATH")),
             "--only" => out.sections.push(it.next().expect(
-                "--only read|sessions|insert|upsert|dml|contention|plans|cluster|search|catalog",
+                "--only read|sessions|insert|upsert|dml|contention|plans|cluster|search|catalog|fragments",
             )),
             "--variant" => out.variant = it.next().expect("--variant NAME"),
             "--commit-budget" => {
                 let value = it.next().expect("--commit-budget RETRIES,TIMEOUT_MS");
                 let (r, t) = value.split_once(',').expect("RETRIES,TIMEOUT_MS");
                 out.commit_budget = Some((r.parse().expect("retries"), t.parse().expect("ms")));
+            }
+            "--svg" => out.svg = Some(PathBuf::from(it.next().expect("--svg PATH"))),
+            "--fragments" => {
+                out.fragments = it
+                    .next()
+                    .expect("--fragments 100,1000")
+                    .split(',')
+                    .map(|f| f.trim().parse().expect("a fragment count"))
+                    .collect()
             }
             "--rates" => {
                 out.rates = it

@@ -50,6 +50,11 @@
 //! and query one, in a new context, vs Lance's namespace API
 //! (`cargo bench --bench lance -- --only catalog`).
 //!
+//! **fragments** — 1,000,000 rows in 100, 1,000, 10,000 and 100,000
+//! fragments: registration + planning, `count(*)`, a full and a selective
+//! scan vs Lance's own provider; also drawn as `docs/fragments.svg`
+//! (`cargo bench --bench lance -- --only fragments [--fragments 100,1000]`).
+//!
 //! Every cell is the median of `--iters` (default 5) runs with min–max, the
 //! sides of a comparison interleaved (A B A B ...) after one warm-up run
 //! each. Ratios are "time ÷ baseline time": below 1 is faster than the
@@ -60,6 +65,7 @@ mod cluster;
 mod common;
 mod contention;
 mod dml;
+mod fragments;
 
 use common::args;
 mod insert;
@@ -113,6 +119,9 @@ fn main() {
         }
         if run("catalog") {
             catalog::catalog_table(&args).await;
+        }
+        if run("fragments") {
+            fragments::fragments_table(&args).await;
         }
     });
     println!(
