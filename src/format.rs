@@ -35,7 +35,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 
 use crate::config::{LanceConfig, LanceTableOptions};
 use crate::error::Error;
-use crate::location::{TableLocation, normalize_uri, redact_uri};
+use crate::location::{REST_PREFIX, TableLocation, normalize_uri, redact_uri};
 use crate::physical_plan::transaction::ensure_absent;
 use crate::physical_plan::{CommitKind, LanceCommitExec, LanceWriteExec, WriteTarget};
 
@@ -179,7 +179,11 @@ impl FileFormat for LanceFormat {
             &settings,
             &self.options,
         ));
-        ensure_absent(&target.open_for(state.config())).await?;
+        // A table of a REST namespace gets its location from the server when
+        // the statement runs (see `catalog::ddl`), which checks it then.
+        if !conf.original_url.starts_with(REST_PREFIX) {
+            ensure_absent(&target.open_for(state.config())).await?;
+        }
         let write = Arc::new(LanceWriteExec::new(input, Arc::clone(&target)));
         Ok(Arc::new(LanceCommitExec::new(
             write,

@@ -23,7 +23,7 @@ use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 pub use catalog::{
-    LanceCatalog, LanceUrlTableFactory, NamespaceSpec, enable_lance_url_tables,
+    LanceCatalog, LanceUrlTableFactory, NamespaceKind, NamespaceSpec, enable_lance_url_tables,
     refresh_lance_catalogs, register_lance_catalog,
 };
 pub use codec::{LanceLogicalCodec, LancePhysicalCodec};

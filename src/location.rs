@@ -81,6 +81,11 @@ impl Snapshot {
     }
 }
 
+/// The prefix of a Lance REST namespace's URL (`rest+http://host:port`),
+/// and of the location a `CREATE TABLE` in one is planned with before the
+/// server names the real one when the statement runs.
+pub(crate) const REST_PREFIX: &str = "rest+";
+
 /// Removes credentials (user info, query string) from a URI before it is shown.
 pub fn redact_uri(uri: &str) -> String {
     match url::Url::parse(uri) {

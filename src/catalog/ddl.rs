@@ -9,10 +9,13 @@
 //! committed). [`run_catalog_plan`] runs what changes the namespace: the
 //! drops, the schemas, and the namespace entry of a table created in a
 //! child namespace (after its data is committed; if that entry cannot be
-//! made, the data is removed again).
+//! made, the data is removed again). In a REST namespace the server names
+//! a new table's location: the statement declares the table, writes it
+//! there, and drops the declaration again if the write fails.
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::catalog::TableProvider;
 use datafusion::common::{SchemaReference, TableReference, plan_err};
 use datafusion::datasource::file_format::format_as_file_type;
@@ -25,14 +28,14 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::{DataFrame, SessionContext};
 use lance_namespace::models::{
-    CreateNamespaceRequest, DescribeNamespaceRequest, DropNamespaceRequest, DropTableRequest,
-    RegisterTableRequest,
+    CreateNamespaceRequest, DeclareTableRequest, DescribeNamespaceRequest, DropNamespaceRequest,
+    DropTableRequest, RegisterTableRequest,
 };
 
 use super::lake::{Lake, lakes, lance_catalog};
 use lance_namespace::error::ErrorCode;
 
-use super::namespace::{code, is_not_found};
+use super::namespace::{NamespaceKind, code, is_not_found};
 use crate::config::LanceTableOptions;
 use crate::error::{Error, Result};
 use crate::format::LanceFormatFactory;
@@ -114,7 +117,7 @@ async fn plan_create(
         );
     }
     let input = Arc::clone(&create.input);
-    if let Some(location) = lake.describe(&schema, &table).await? {
+    if let Some(entry) = lake.describe(&schema, &table).await? {
         if create.if_not_exists {
             return Ok(Some(LogicalPlanBuilder::empty(false).build()?));
         }
@@ -122,12 +125,12 @@ async fn plan_create(
             return plan_err!(
                 "CREATE TABLE {full}: the table already exists (at '{}'); use CREATE TABLE IF \
                  NOT EXISTS, CREATE OR REPLACE TABLE or INSERT INTO",
-                redact_uri(&location)
+                redact_uri(&entry.location)
             );
         }
         // Replaced by one overwrite: readers see the old rows until the new
         // ones are committed.
-        let provider = lake_table(&lake, &schema, &table, &location).await?;
+        let provider: Arc<dyn TableProvider> = Arc::new(lake.open(&schema, &table, &entry).await?);
         if provider.schema().fields() != input.schema().as_arrow().fields() {
             return plan_err!(
                 "CREATE OR REPLACE TABLE {full}: the new columns differ from the table's, which \
@@ -144,14 +147,25 @@ async fn plan_create(
             .build()?,
         ));
     }
-    let relative = if schema == lake.root_schema {
-        format!("{table}.lance")
-    } else {
+    if schema != lake.root_schema {
         ensure_schema(&lake, &catalog, &schema).await?;
-        child_location(&schema, &table)
+    }
+    let relative = match lake.spec.kind {
+        NamespaceKind::Directory if schema == lake.root_schema => format!("{table}.lance"),
+        NamespaceKind::Directory => child_location(&schema, &table),
+        // The server names the location when the statement runs.
+        NamespaceKind::Rest => {
+            if schema.contains(REST_DELIMITER) || table.contains(REST_DELIMITER) {
+                return plan_err!(
+                    "CREATE TABLE {full}: names in a Lance REST namespace cannot contain \
+                     '{REST_DELIMITER}'"
+                );
+            }
+            lake.table_id(&schema, &table).join(REST_DELIMITER)
+        }
     };
     let options = LanceTableOptions {
-        storage_options: lake.spec.storage_options.clone(),
+        storage_options: lake.spec.table_storage_options(),
         ..Default::default()
     };
     let factory = Arc::new(LanceFormatFactory::with_options(options));
@@ -163,6 +177,10 @@ async fn plan_create(
         Default::default(),
     ))))
 }
+
+/// How the ids of a REST namespace's tables are joined in the placeholder
+/// location of a `CREATE TABLE` plan (the client's default delimiter).
+const REST_DELIMITER: &str = "$";
 
 /// Where a new table of child namespace `schema` is stored, relative to the
 /// root: `<8 hex digits>_<schema>$<table>`, as Lance's directory namespace
@@ -194,20 +212,6 @@ async fn ensure_schema(lake: &Lake, catalog: &str, schema: &str) -> Result<()> {
         ))),
         Err(e) => Err(lake.spec.error(&format!("looking up schema '{schema}'"), e)),
     }
-}
-
-async fn lake_table(
-    lake: &Lake,
-    schema: &str,
-    table: &str,
-    location: &str,
-) -> Result<Arc<dyn TableProvider>> {
-    let mut builder = crate::table::LanceTableProvider::builder(location)
-        .with_name(format!("{}.{schema}.{table}", lake.name));
-    for (key, value) in &lake.spec.storage_options {
-        builder = builder.with_storage_option(key, value);
-    }
-    Ok(Arc::new(builder.build_with(&lake.cache).await?))
 }
 
 /// Runs `plan` when it changes a Lance catalog (a drop, a schema, a table
@@ -254,14 +258,20 @@ pub(crate) async fn run_catalog_plan(
             let Some((lake, relative)) = created_in(&state, &copy.output_url) else {
                 return Ok(None);
             };
-            let batches = ctx
-                .execute_logical_plan(plan.clone())
-                .await?
-                .collect()
-                .await?;
-            if let Some(id) = child_id(&relative) {
-                register(&lake, id, &relative, &copy.output_url).await?;
-            }
+            let batches = match lake.spec.kind {
+                NamespaceKind::Directory => {
+                    let batches = ctx
+                        .execute_logical_plan(plan.clone())
+                        .await?
+                        .collect()
+                        .await?;
+                    if let Some(id) = child_id(&relative) {
+                        register(&lake, id, &relative, &copy.output_url).await?;
+                    }
+                    batches
+                }
+                NamespaceKind::Rest => create_declared(ctx, &lake, copy, &relative).await?,
+            };
             (lake, Some(batches))
         }
         _ => return Ok(None),
@@ -278,9 +288,71 @@ pub(crate) async fn run_catalog_plan(
 /// location relative to the catalog's root.
 fn created_in(state: &SessionState, url: &str) -> Option<(Arc<Lake>, String)> {
     lakes(state).into_iter().find_map(|lake| {
-        let relative = url.strip_prefix(&format!("{}/", lake.spec.root))?;
+        let relative = url.strip_prefix(&lake.spec.location_of(""))?;
         (!relative.contains('/')).then(|| (lake, relative.to_string()))
     })
+}
+
+/// Creates the table of a REST namespace that `copy` writes: the server
+/// declares it and names its location, the rows are written there in one
+/// commit; if they cannot be, the declaration is dropped again.
+async fn create_declared(
+    ctx: &SessionContext,
+    lake: &Lake,
+    copy: &CopyTo,
+    relative: &str,
+) -> DFResult<Vec<RecordBatch>> {
+    let id: Vec<String> = relative.split(REST_DELIMITER).map(str::to_string).collect();
+    let name = format!("{}.{}", lake.name, id.join("."));
+    let request = DeclareTableRequest {
+        id: Some(id.clone()),
+        ..Default::default()
+    };
+    let declared = lake
+        .namespace
+        .declare_table(request)
+        .await
+        .map_err(|e| lake.spec.error(&format!("CREATE TABLE {name}"), e))?;
+    let written = match declared.location {
+        Some(location) => {
+            let entry = lake.entry(location, declared.storage_options);
+            let options = LanceTableOptions {
+                storage_options: entry.storage_options,
+                ..Default::default()
+            };
+            let factory = Arc::new(LanceFormatFactory::with_options(options));
+            let write = LogicalPlan::Copy(CopyTo::new(
+                Arc::clone(&copy.input),
+                entry.location,
+                vec![],
+                format_as_file_type(factory),
+                Default::default(),
+            ));
+            match ctx.execute_logical_plan(write).await {
+                Ok(frame) => frame.collect().await,
+                Err(e) => Err(e),
+            }
+        }
+        None => Err(Error::unsupported(format!(
+            "CREATE TABLE {name}: the Lance namespace at '{}' declared the table without a \
+             location",
+            lake.spec.display_root()
+        ))
+        .into()),
+    };
+    if written.is_err() {
+        let request = DropTableRequest {
+            id: Some(id),
+            ..Default::default()
+        };
+        if let Err(e) = lake.namespace.drop_table(request).await {
+            log::warn!(
+                "table '{name}' could not be written and its declaration not dropped: {}",
+                crate::error::plain(&e)
+            );
+        }
+    }
+    written
 }
 
 /// Makes the namespace entry of a table just created at `relative`; on
@@ -308,7 +380,7 @@ async fn register(lake: &Lake, id: Vec<String>, relative: &str, uri: &str) -> Re
 
 async fn drop_table(lake: &Lake, drop: &DropTable, schema: &str, table: &str) -> Result<()> {
     let full = format!("{}.{schema}.{table}", lake.name);
-    let Some(location) = lake.describe(schema, table).await? else {
+    let Some(entry) = lake.describe(schema, table).await? else {
         if drop.if_exists {
             return Ok(());
         }
@@ -325,12 +397,16 @@ async fn drop_table(lake: &Lake, drop: &DropTable, schema: &str, table: &str) ->
         Ok(_) => {}
         // A table of the root found by listing its directory only (written
         // by a plain dataset write): the directory is the table.
-        Err(e) if is_not_found(&e) && schema == lake.root_schema => {
-            remove_dir(lake, &location).await?;
+        Err(e)
+            if is_not_found(&e)
+                && schema == lake.root_schema
+                && lake.spec.kind == NamespaceKind::Directory =>
+        {
+            remove_dir(lake, &entry.location).await?;
         }
         Err(e) => return Err(lake.spec.error(&format!("DROP TABLE {full}"), e)),
     }
-    lake.cache.forget(&location);
+    lake.cache.forget(&entry.location);
     Ok(())
 }
 

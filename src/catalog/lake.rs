@@ -1,4 +1,5 @@
-//! [`LanceCatalog`]: a DataFusion catalog over a Lance directory namespace.
+//! [`LanceCatalog`]: a DataFusion catalog over a Lance namespace (a
+//! directory namespace or a REST namespace server).
 //!
 //! The namespace's root holds the tables of the schema named like the
 //! session's default schema (`public`); each child namespace is a schema of
@@ -22,9 +23,17 @@ use lance_namespace::LanceNamespace;
 use lance_namespace::models::{DescribeTableRequest, ListNamespacesRequest, ListTablesRequest};
 
 use super::namespace::{NamespaceSpec, is_not_found};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::session::LanceSessionCache;
 use crate::table::LanceTableProvider;
+
+/// Where a table of a namespace lives and the storage options that reach it
+/// (never shown).
+#[derive(Clone)]
+pub(crate) struct TableEntry {
+    pub(crate) location: String,
+    pub(crate) storage_options: BTreeMap<String, String>,
+}
 
 /// What a catalog and its schemas share.
 #[derive(Debug)]
@@ -56,21 +65,65 @@ impl Lake {
         id
     }
 
-    /// Where table `schema.table` lives, or `None` when the namespace has
-    /// no such table.
-    pub(crate) async fn describe(&self, schema: &str, table: &str) -> Result<Option<String>> {
+    /// Where table `schema.table` lives and how to reach it, or `None`
+    /// when the namespace has no such table.
+    pub(crate) async fn describe(&self, schema: &str, table: &str) -> Result<Option<TableEntry>> {
+        let full = format!("{}.{schema}.{table}", self.name);
         let request = DescribeTableRequest {
             id: Some(self.table_id(schema, table)),
             ..Default::default()
         };
-        match self.namespace.describe_table(request).await {
-            Ok(response) => Ok(response.location),
-            Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(self.spec.error(
-                &format!("looking up table '{}.{schema}.{table}'", self.name),
-                e,
-            )),
+        let response = match self.namespace.describe_table(request).await {
+            Ok(response) => response,
+            Err(e) if is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(self.spec.error(&format!("looking up table '{full}'"), e)),
+        };
+        if response.managed_versioning == Some(true) {
+            return Err(Error::unsupported(format!(
+                "table '{full}': the Lance namespace at '{}' manages its versions (commits go \
+                 through the namespace), which this crate does not support yet",
+                self.spec.display_root()
+            )));
         }
+        let Some(location) = response.location else {
+            return Err(Error::unsupported(format!(
+                "table '{full}': the Lance namespace at '{}' gave no location",
+                self.spec.display_root()
+            )));
+        };
+        Ok(Some(self.entry(location, response.storage_options)))
+    }
+
+    /// A table at `location` with the storage options `vended` by the
+    /// namespace (the catalog's own options win over them).
+    pub(crate) fn entry(
+        &self,
+        location: String,
+        vended: Option<std::collections::HashMap<String, String>>,
+    ) -> TableEntry {
+        let mut storage_options: BTreeMap<String, String> =
+            vended.unwrap_or_default().into_iter().collect();
+        storage_options.extend(self.spec.table_storage_options());
+        TableEntry {
+            location,
+            storage_options,
+        }
+    }
+
+    /// Opens table `schema.table` stored as `entry` through the catalog's
+    /// Lance session.
+    pub(crate) async fn open(
+        &self,
+        schema: &str,
+        table: &str,
+        entry: &TableEntry,
+    ) -> Result<LanceTableProvider> {
+        let mut builder = LanceTableProvider::builder(entry.location.clone())
+            .with_name(format!("{}.{schema}.{table}", self.name));
+        for (key, value) in &entry.storage_options {
+            builder = builder.with_storage_option(key, value);
+        }
+        builder.build_with(&self.cache).await
     }
 
     /// Lists the namespace again.
@@ -199,15 +252,11 @@ impl SchemaProvider for LanceSchema {
     }
 
     async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
-        let Some(location) = self.lake.describe(&self.name, name).await? else {
+        let Some(entry) = self.lake.describe(&self.name, name).await? else {
             return Ok(None);
         };
-        let mut builder = LanceTableProvider::builder(location)
-            .with_name(format!("{}.{}.{name}", self.lake.name, self.name));
-        for (key, value) in &self.lake.spec.storage_options {
-            builder = builder.with_storage_option(key, value);
-        }
-        Ok(Some(Arc::new(builder.build_with(&self.lake.cache).await?)))
+        let table = self.lake.open(&self.name, name, &entry).await?;
+        Ok(Some(Arc::new(table)))
     }
 
     async fn table_type(&self, _name: &str) -> DFResult<Option<TableType>> {
@@ -245,10 +294,16 @@ impl SchemaProvider for LanceSchema {
     }
 }
 
-/// Registers the Lance directory namespace at `root` as catalog `name` of
-/// `ctx`: `SELECT * FROM name.public.t` reads table `t` of the root
-/// namespace, `name.db.t` table `t` of child namespace `db`.
-/// `storage_options` reach the namespace and every table in it.
+/// Registers the Lance namespace at `root` as catalog `name` of `ctx`:
+/// `SELECT * FROM name.public.t` reads table `t` of the root namespace,
+/// `name.db.t` table `t` of child namespace `db`.
+///
+/// `root` is a directory namespace's root (a local path or object-store
+/// URL), or `rest+http://host:port` / `rest+https://…` for a Lance REST
+/// namespace server. `storage_options` reach the namespace and every table
+/// in it; for a REST namespace, `header.<name>`, `tls.*` and `delimiter`
+/// configure the client instead (e.g. `header.Authorization`) and are sent
+/// to the server only.
 pub async fn register_lance_catalog(
     ctx: &SessionContext,
     name: &str,

@@ -8,25 +8,48 @@ use std::sync::Arc;
 
 use lance_namespace::LanceNamespace;
 use lance_namespace::error::{ErrorCode, NamespaceError};
-use lance_namespace_impls::DirectoryNamespaceBuilder;
+use lance_namespace_impls::{DirectoryNamespaceBuilder, RestNamespaceBuilder};
 
 use crate::error::{Error, Result};
-use crate::location::{normalize_uri, redact_uri};
+use crate::location::{REST_PREFIX, normalize_uri, redact_uri};
 use crate::session::LanceSessionCache;
 
-/// A directory namespace: its root and the storage options used to reach it
+/// The options of a REST namespace that configure its client rather than
+/// the object store of its tables: `header.<name>` (e.g.
+/// `header.Authorization`), `tls.*` and `delimiter`.
+const REST_CLIENT_OPTIONS: [&str; 4] = ["header.", "headers.", "tls.", "delimiter"];
+
+/// What kind of Lance namespace a catalog is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NamespaceKind {
+    /// Lance's directory namespace: tables are directories under a root on
+    /// a file system or object store, which this crate reads and writes
+    /// directly.
+    Directory,
+    /// Lance's REST namespace protocol: a server names the tables and their
+    /// locations; their data is read and written directly.
+    Rest,
+}
+
+/// A Lance namespace: its kind, root and the options used to reach it
 /// (which may hold secrets: they are never shown).
 #[derive(Clone, PartialEq, Eq)]
 pub struct NamespaceSpec {
-    /// The normalised root ([`normalize_uri`]).
+    /// Directory or REST.
+    pub kind: NamespaceKind,
+    /// The normalised root ([`normalize_uri`]) of a directory namespace;
+    /// the server's URL of a REST namespace (without its `rest+` prefix).
     pub root: String,
-    /// Lance storage options for the root and every table under it.
+    /// Lance storage options for the root and every table under it; for a
+    /// REST namespace also the client's `header.<name>`, `tls.*` and
+    /// `delimiter` options, which are sent to the server only.
     pub storage_options: BTreeMap<String, String>,
 }
 
 impl fmt::Debug for NamespaceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NamespaceSpec")
+            .field("kind", &self.kind)
             .field("root", &redact_uri(&self.root))
             .field("storage_options", &self.storage_options.keys())
             .finish()
@@ -34,17 +57,56 @@ impl fmt::Debug for NamespaceSpec {
 }
 
 impl NamespaceSpec {
-    /// The namespace rooted at `root` (a local path or object-store URL).
+    /// The namespace at `root`: a local path or object-store URL for a
+    /// directory namespace, `rest+http(s)://…` for a REST namespace.
     pub fn new(root: &str, storage_options: BTreeMap<String, String>) -> Result<Self> {
+        let trimmed = root.trim();
+        if let Some(url) = trimmed.strip_prefix(REST_PREFIX) {
+            let parsed = url::Url::parse(url).map_err(|e| {
+                Error::unsupported(format!(
+                    "Lance REST namespace '{}': not a URL: {e}",
+                    redact_uri(url)
+                ))
+            })?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                return Err(Error::unsupported(format!(
+                    "Lance REST namespace '{}': the URL must start with rest+http:// or \
+                     rest+https://",
+                    redact_uri(url)
+                )));
+            }
+            return Ok(Self {
+                kind: NamespaceKind::Rest,
+                root: url.trim_end_matches('/').to_string(),
+                storage_options,
+            });
+        }
         Ok(Self {
+            kind: NamespaceKind::Directory,
             root: normalize_uri(root)?.trim_end_matches('/').to_string(),
             storage_options,
         })
     }
 
+    /// The storage options of the tables (for a REST namespace, without
+    /// its client options).
+    pub(crate) fn table_storage_options(&self) -> BTreeMap<String, String> {
+        self.storage_options
+            .iter()
+            .filter(|(key, _)| self.kind == NamespaceKind::Directory || !is_rest_client_option(key))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     /// The root as shown in plans and messages.
     pub fn display_root(&self) -> String {
-        redact_uri(&self.root)
+        match self.kind {
+            NamespaceKind::Directory => redact_uri(&self.root),
+            NamespaceKind::Rest => format!(
+                "{REST_PREFIX}{}",
+                redact_uri(&self.root).trim_end_matches('/')
+            ),
+        }
     }
 
     /// Opens the namespace through the Lance session of `cache`.
@@ -52,6 +114,18 @@ impl NamespaceSpec {
         &self,
         cache: &LanceSessionCache,
     ) -> Result<Arc<dyn LanceNamespace>> {
+        if self.kind == NamespaceKind::Rest {
+            let mut properties: HashMap<String, String> = self
+                .storage_options
+                .iter()
+                .filter(|(key, _)| is_rest_client_option(key))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            properties.insert("uri".to_string(), self.root.clone());
+            let builder = RestNamespaceBuilder::from_properties(properties)
+                .map_err(|e| self.error("connecting to", e))?;
+            return Ok(Arc::new(builder.build()));
+        }
         let options: HashMap<String, String> = self.storage_options.clone().into_iter().collect();
         let namespace = DirectoryNamespaceBuilder::new(self.root.clone())
             .storage_options(options)
@@ -62,9 +136,15 @@ impl NamespaceSpec {
         Ok(Arc::new(namespace))
     }
 
-    /// The full location of a table stored at `relative` under the root.
+    /// The full location of a table stored at `relative` under the root of
+    /// a directory namespace; for a REST namespace, where the server is
+    /// asked for a location when the table is created (see
+    /// `super::ddl`).
     pub(crate) fn location_of(&self, relative: &str) -> String {
-        format!("{}/{relative}", self.root)
+        match self.kind {
+            NamespaceKind::Directory => format!("{}/{relative}", self.root),
+            NamespaceKind::Rest => format!("{REST_PREFIX}{}/{relative}", self.root),
+        }
     }
 
     /// A namespace error, naming the root.
@@ -75,6 +155,10 @@ impl NamespaceSpec {
             crate::error::plain(&e)
         ))
     }
+}
+
+fn is_rest_client_option(key: &str) -> bool {
+    REST_CLIENT_OPTIONS.iter().any(|p| key.starts_with(p))
 }
 
 /// The [`ErrorCode`] of a namespace error, if it is one.

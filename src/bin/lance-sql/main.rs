@@ -92,9 +92,10 @@ struct Args {
     #[clap(short = 'r', long, num_args = 0.., value_parser(parse_valid_file))]
     rc: Option<Vec<String>>,
 
-    /// Attach the Lance directory namespace at ROOT as catalog NAME
-    /// (repeatable): its root's tables are NAME.public.t, a child
-    /// namespace's NAME.<schema>.t.
+    /// Attach the Lance namespace at ROOT as catalog NAME (repeatable): a
+    /// directory namespace's root (path or object-store URL) or a REST
+    /// namespace server as rest+http://HOST:PORT. Its root's tables are
+    /// NAME.public.t, a child namespace's NAME.<schema>.t.
     #[clap(
         long = "catalog",
         value_name = "NAME=ROOT",
@@ -116,7 +117,8 @@ fn parse_catalog(arg: &str) -> std::result::Result<(String, String), String> {
             Ok((name.to_string(), root.to_string()))
         }
         _ => Err(format!(
-            "--catalog '{arg}': expected NAME=ROOT, e.g. lake=/data/lake"
+            "--catalog '{arg}': expected NAME=ROOT, e.g. lake=/data/lake or \
+             lake=rest+http://127.0.0.1:2333"
         )),
     }
 }
