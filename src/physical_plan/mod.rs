@@ -18,6 +18,7 @@ pub(crate) mod merge_options;
 pub(crate) mod optimize;
 pub(crate) mod rows;
 pub(crate) mod scan;
+pub(crate) mod scan_metrics;
 pub(crate) mod search;
 pub(crate) mod sink;
 pub(crate) mod tag;

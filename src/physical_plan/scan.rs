@@ -16,7 +16,9 @@ use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::make_cooperative;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, SchedulingType};
-use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet, RecordOutput,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -27,6 +29,8 @@ use lance_table::format::Fragment;
 use crate::error::Error;
 use crate::location::{Snapshot, TableLocation};
 use crate::session::LanceSessionCache;
+
+use super::scan_metrics::{HarvestOnDrop, ScanMetrics};
 
 /// Live rows of a fragment (deleted rows excluded); fragments with unknown
 /// counts (legacy data) weigh as their physical size, or 1.
@@ -391,12 +395,12 @@ impl ExecutionPlan for LanceScanExec {
             options: self.options.clone(),
         };
         let out_schema = Arc::clone(&schema);
-        let stream = futures::stream::once(request.open(context))
+        let lance_metrics = ScanMetrics::new(&self.metrics, partition);
+        let stream = futures::stream::once(request.open(context, lance_metrics))
             .try_flatten()
             .map(move |batch| {
                 let _timer = baseline.elapsed_compute().timer();
-                let batch = conform(batch?, &out_schema)?;
-                baseline.record_output(batch.num_rows());
+                let batch = conform(batch?, &out_schema)?.record_output(&baseline);
                 crate::progress::add_rows_read(batch.num_rows());
                 Ok(batch)
             });
@@ -444,7 +448,11 @@ struct ScanRequest {
 }
 
 impl ScanRequest {
-    async fn open(self, context: Arc<TaskContext>) -> DFResult<SendableRecordBatchStream> {
+    async fn open(
+        self,
+        context: Arc<TaskContext>,
+        metrics: ScanMetrics,
+    ) -> DFResult<SendableRecordBatchStream> {
         let display = self.location.display_uri.clone();
         let lance_err = |e| DataFusionError::from(Error::lance("scanning", &display, e));
         let cache = LanceSessionCache::for_task(&context);
@@ -509,7 +517,14 @@ impl ScanRequest {
         } else {
             Arc::new(CoalescePartitionsExec::new(plan))
         };
-        plan.execute(0, context)
+        let stream = plan.execute(0, context)?;
+        let schema = stream.schema();
+        let harvest = HarvestOnDrop::new(plan, metrics);
+        let stream = stream.map(move |batch| {
+            let _ = &harvest;
+            batch
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
 }
 

@@ -179,3 +179,63 @@ async fn edge_values_round_trip_exactly() {
         vec![0, 42, 99]
     );
 }
+
+/// The scan's metrics in `EXPLAIN ANALYZE` of `query`, by name (summed over
+/// partitions).
+async fn scan_metrics(
+    ctx: &datafusion::prelude::SessionContext,
+    query: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let batches = sql(ctx, &format!("EXPLAIN ANALYZE {query}")).await.unwrap();
+    let plan = arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    let line = plan
+        .lines()
+        .find(|l| l.contains("LanceScanExec"))
+        .unwrap_or_else(|| panic!("no LanceScanExec in\n{plan}"));
+    let metrics = line
+        .split_once("metrics=[")
+        .unwrap_or_else(|| panic!("no metrics in {line}"))
+        .1;
+    let metrics = metrics.split_once(']').unwrap().0;
+    metrics
+        .split(", ")
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `EXPLAIN ANALYZE` shows what Lance read: every fragment without an
+/// index; with a ZONEMAP or BTREE index on the filter column, only the one
+/// fragment holding the rows, and the index search that chose it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_analyze_shows_fragments_read_and_index_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t");
+    let batch = crate::fixtures::numbers_batch(0, 1000);
+    write(&uri, vec![batch], params(WriteMode::Create, 10)).await;
+    let ctx = context(2, &private_cache());
+    let create = format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'");
+    ok(&ctx, &create).await;
+    let query = "SELECT count(*), sum(id) FROM t WHERE id < 10";
+
+    let m = scan_metrics(&ctx, query).await;
+    assert_eq!(m["fragments_read"], "100", "{m:?}");
+    assert_eq!(m["index_searches"], "0", "{m:?}");
+    assert_eq!(ints(&ctx, query).await, vec![10, 45]);
+
+    for (index, kind) in [("z", "ZONEMAP"), ("b", "BTREE")] {
+        ok(
+            &ctx,
+            &format!("CREATE INDEX {index} ON t USING {kind} (id)"),
+        )
+        .await;
+        let m = scan_metrics(&ctx, query).await;
+        assert_eq!(m["fragments_read"], "1", "{kind}: {m:?}");
+        assert_ne!(m["index_searches"], "0", "{kind}: {m:?}");
+        assert_eq!(m["rows_scanned"], "10", "{kind}: {m:?}");
+        assert_eq!(ints(&ctx, query).await, vec![10, 45]);
+        ok(&ctx, &format!("DROP INDEX {index} ON t")).await;
+    }
+}
