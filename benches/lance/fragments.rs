@@ -1,10 +1,17 @@
 //! **fragments** — 1,000,000 rows with `id` ascending, stored as 100, 1,000,
-//! 10,000 and 100,000 fragments (`--fragments 100,1000` to choose): for
-//! each, this crate vs Lance's own `LanceTableProvider` (unordered and
+//! 10,000, 20,000 and 100,000 fragments (`--fragments 100,1000` to choose):
+//! for each, this crate vs Lance's own `LanceTableProvider` (unordered and
 //! ordered) on registration + planning, `count(*)`, a full scan and a 0.1%
-//! selective scan. Prints the table and writes the log-log chart
+//! selective scan without an index and with a ZONEMAP and a BTREE index on
+//! `id`; and a 1-row INSERT and DELETE vs Lance's `InsertBuilder` /
+//! `DeleteBuilder`. Prints the table and writes the log-log chart
 //! `docs/fragments.svg` (`--svg PATH` elsewhere), drawn here with no
 //! plotting dependency.
+//!
+//! Each table's versions: 1 the rows, 2 with a ZONEMAP index `z` on `id`,
+//! 3 without it, 4 with a BTREE index `b` on `id`; the reads pin 1, 2 or 4,
+//! the INSERT/DELETE pairs add versions after them and leave the rows as
+//! they were (the inserted fragment is deleted whole).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -23,12 +30,28 @@ use crate::read::{config, run_sql};
 
 const ROWS: usize = 1_000_000;
 
-/// The queries of the section, in the order of the table and the chart.
-const QUERIES: &[(&str, &str)] = &[
-    ("count(*)", "SELECT count(*) FROM t"),
-    ("full scan", "SELECT sum(v) FROM t"),
-    ("id < 1000", "SELECT sum(v) FROM t WHERE id < 1000"),
+/// The queries of the section, in the order of the table and the chart, and
+/// the version each reads (see the module docs).
+const QUERIES: &[(&str, &str, u64)] = &[
+    ("count(*)", "SELECT count(*) FROM t", PLAIN),
+    ("full scan", "SELECT sum(v) FROM t", PLAIN),
+    ("id < 1000", "SELECT sum(v) FROM t WHERE id < 1000", PLAIN),
+    (
+        "id < 1000, ZONEMAP",
+        "SELECT sum(v) FROM t WHERE id < 1000",
+        ZONEMAP,
+    ),
+    (
+        "id < 1000, BTREE",
+        "SELECT sum(v) FROM t WHERE id < 1000",
+        BTREE,
+    ),
 ];
+
+/// The versions of every table (see the module docs).
+const PLAIN: u64 = 1;
+const ZONEMAP: u64 = 2;
+const BTREE: u64 = 4;
 
 /// The sides of every comparison, in the order of the table's columns.
 const SIDES: &[&str] = &["datafusion-lance", "Lance, unordered", "Lance, ordered"];
@@ -80,12 +103,42 @@ async fn table(args: &Args, fragments: usize) -> String {
     uri
 }
 
+/// Adds (once) versions 2–4 of the module docs to the table at `uri`.
+async fn indexes(uri: &str) {
+    use lance::index::DatasetIndexExt;
+    use lance_index::IndexType;
+    use lance_index::scalar::{BuiltinIndexType, ScalarIndexParams};
+    let mut ds = Dataset::open(uri).await.expect("open");
+    if ds.version().version >= BTREE {
+        return;
+    }
+    assert_eq!(ds.version().version, PLAIN, "{uri}: unexpected versions");
+    let kinds = [
+        ("z", IndexType::ZoneMap, BuiltinIndexType::ZoneMap),
+        ("b", IndexType::BTree, BuiltinIndexType::BTree),
+    ];
+    for (name, kind, builtin) in kinds {
+        if name == "b" {
+            ds.drop_index("z").await.expect("drop the ZONEMAP index");
+        }
+        let params = ScalarIndexParams::for_builtin(builtin);
+        ds.create_index(&["id"], kind, Some(name.into()), &params, false)
+            .await
+            .unwrap_or_else(|e| panic!("{kind} index on {uri}: {e}"));
+    }
+    assert_eq!(ds.version().version, BTREE, "{uri}");
+}
+
 /// Ours as a user gets it: a Lance session context, the table registered by
-/// SQL through the process-wide shared session.
-async fn ours(uri: &str) -> SessionContext {
+/// SQL through the process-wide shared session, at `version` (latest if
+/// `None`).
+async fn ours(uri: &str, version: Option<u64>) -> SessionContext {
     let ctx = datafusion_lance::lance_session_context(config(cpus()));
+    let options = version
+        .map(|v| format!(" OPTIONS ('lance.version' '{v}')"))
+        .unwrap_or_default();
     ctx.sql(&format!(
-        "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
+        "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'{options}"
     ))
     .await
     .expect("register")
@@ -95,10 +148,17 @@ async fn ours(uri: &str) -> SessionContext {
     ctx
 }
 
-/// Lance's own provider over a dataset opened through `session`.
-async fn lance_own(uri: &str, session: &Arc<Session>, ordered: bool) -> SessionContext {
+/// Lance's own provider over version `version` of a dataset opened through
+/// `session`.
+async fn lance_own(
+    uri: &str,
+    session: &Arc<Session>,
+    version: u64,
+    ordered: bool,
+) -> SessionContext {
     let ds = DatasetBuilder::from_uri(uri)
         .with_session(Arc::clone(session))
+        .with_version(version)
         .load()
         .await
         .expect("open");
@@ -133,7 +193,7 @@ async fn plan(ctx: SessionContext) {
 
 pub(crate) async fn fragments_table(args: &Args) {
     let counts = if args.fragments.is_empty() {
-        vec![100, 1_000, 10_000, 100_000]
+        vec![100, 1_000, 10_000, 20_000, 100_000]
     } else {
         args.fragments.clone()
     };
@@ -144,7 +204,10 @@ pub(crate) async fn fragments_table(args: &Args) {
          Lance's own `LanceTableProvider` unordered (`new_with_ordering(.., false)`) and ordered \
          (as users get it), each over a dataset opened through one Lance session kept across runs. \
          \"register + plan\" opens the table and plans `SELECT sum(v) FROM t` (warm: the session \
-         has read the manifest once); the queries run on a table registered once. \
+         has read the manifest once); the queries run on a table registered once, at the \
+         version without an index or with a ZONEMAP / BTREE index on `id`. The 1-row INSERT and \
+         DELETE (of that row) run on the latest version through `lance_sql` vs Lance's \
+         `InsertBuilder` / `DeleteBuilder` (the Lance column). \
          Median of {} interleaved runs (min–max) / cores; ratio: ours ÷ Lance unordered.\n",
         args.iters
     );
@@ -154,20 +217,21 @@ pub(crate) async fn fragments_table(args: &Args) {
     let session = Arc::new(Session::default());
     for &fragments in &counts {
         let uri = table(args, fragments).await;
+        indexes(&uri).await;
         let stats = interleaved(
             args.iters,
             &mut [
                 side(|| {
                     let uri = uri.clone();
-                    async move { plan(ours(&uri).await).await }
+                    async move { plan(ours(&uri, Some(PLAIN)).await).await }
                 }),
                 side(|| {
                     let (uri, session) = (uri.clone(), Arc::clone(&session));
-                    async move { plan(lance_own(&uri, &session, false).await).await }
+                    async move { plan(lance_own(&uri, &session, PLAIN, false).await).await }
                 }),
                 side(|| {
                     let (uri, session) = (uri.clone(), Arc::clone(&session));
-                    async move { plan(lance_own(&uri, &session, true).await).await }
+                    async move { plan(lance_own(&uri, &session, PLAIN, true).await).await }
                 }),
             ],
         )
@@ -175,12 +239,12 @@ pub(crate) async fn fragments_table(args: &Args) {
         row(fragments, "register + plan", &stats);
         chart.push(("register + plan", fragments, stats));
 
-        let contexts = [
-            ours(&uri).await,
-            lance_own(&uri, &session, false).await,
-            lance_own(&uri, &session, true).await,
-        ];
-        for &(name, sql) in QUERIES {
+        for &(name, sql, version) in QUERIES {
+            let contexts = [
+                ours(&uri, Some(version)).await,
+                lance_own(&uri, &session, version, false).await,
+                lance_own(&uri, &session, version, true).await,
+            ];
             let mut sides: Vec<_> = contexts
                 .iter()
                 .map(|ctx| {
@@ -190,8 +254,17 @@ pub(crate) async fn fragments_table(args: &Args) {
                 })
                 .collect();
             let stats = interleaved(args.iters, &mut sides).await;
+            drop(sides);
             row(fragments, name, &stats);
             chart.push((name, fragments, stats));
+        }
+        for (name, stats) in one_row_writes(args, &uri, &session).await {
+            println!(
+                "| {fragments} | {name} | {} | {} | — | {} |",
+                stats[0].cell(),
+                stats[1].cell(),
+                ratio(&stats[0], &stats[1])
+            );
         }
     }
     let svg = args
@@ -203,6 +276,80 @@ pub(crate) async fn fragments_table(args: &Args) {
     }
     std::fs::write(&svg, draw(&chart)).expect("write the chart");
     println!("\nChart: {}", svg.display());
+}
+
+/// A 1-row INSERT and a 1-row DELETE of that row through SQL, and the same
+/// through Lance's `InsertBuilder` / `DeleteBuilder` on the latest version
+/// (opened through `session`), interleaved: (name, [ours, Lance]).
+async fn one_row_writes(
+    args: &Args,
+    uri: &str,
+    session: &Arc<Session>,
+) -> Vec<(&'static str, [Stats; 2])> {
+    use datafusion_lance::LanceSessionContextExt;
+    use lance::dataset::{DeleteBuilder, InsertBuilder};
+    let ctx = ours(uri, None).await;
+    let sql = |statement: &'static str| {
+        let ctx = &ctx;
+        side(move || async move {
+            ctx.lance_sql(statement)
+                .await
+                .expect(statement)
+                .collect()
+                .await
+                .expect(statement);
+        })
+    };
+    let latest = || async {
+        let ds = DatasetBuilder::from_uri(uri)
+            .with_session(Arc::clone(session))
+            .load()
+            .await
+            .expect("open");
+        Arc::new(ds)
+    };
+    let append = WriteParams {
+        mode: WriteMode::Append,
+        ..Default::default()
+    };
+    let one = || {
+        RecordBatch::try_new(
+            schema(),
+            vec![
+                Arc::new(Int64Array::from(vec![-1])),
+                Arc::new(Int64Array::from(vec![0])),
+            ],
+        )
+        .expect("row")
+    };
+    let mut sides = [
+        sql("INSERT INTO t VALUES (-1, 0)"),
+        sql("DELETE FROM t WHERE id = -1"),
+        side(|| async {
+            InsertBuilder::new(latest().await)
+                .with_params(&append)
+                .execute(vec![one()])
+                .await
+                .expect("InsertBuilder");
+        }),
+        side(|| async {
+            DeleteBuilder::new(latest().await, "id = -1")
+                .execute()
+                .await
+                .expect("DeleteBuilder");
+        }),
+    ];
+    let stats = interleaved(args.iters, &mut sides).await;
+    drop(sides);
+    let ds = latest().await;
+    assert_eq!(ds.count_rows(None).await.expect("count"), ROWS, "{uri}");
+    let Ok([insert, delete, lance_insert, lance_delete]) = <[Stats; 4]>::try_from(stats) else {
+        unreachable!("four sides")
+    };
+    vec![
+        ("1-row INSERT", [insert, lance_insert]),
+        ("1-row DELETE", [delete, lance_delete]),
+    ]
 }
 
 fn row(fragments: usize, query: &str, stats: &[Stats]) {

@@ -50,9 +50,10 @@
 //! and query one, in a new context, vs Lance's namespace API
 //! (`cargo bench --bench lance -- --only catalog`).
 //!
-//! **fragments** — 1,000,000 rows in 100, 1,000, 10,000 and 100,000
+//! **fragments** — 1,000,000 rows in 100, 1,000, 10,000, 20,000 and 100,000
 //! fragments: registration + planning, `count(*)`, a full and a selective
-//! scan vs Lance's own provider; also drawn as `docs/fragments.svg`
+//! scan (no index, ZONEMAP, BTREE) vs Lance's own provider, a 1-row INSERT
+//! and DELETE vs Lance's builders; also drawn as `docs/fragments.svg`
 //! (`cargo bench --bench lance -- --only fragments [--fragments 100,1000]`).
 //!
 //! Every cell is the median of `--iters` (default 5) runs with min–max, the

@@ -25,7 +25,8 @@ async fn lance_namespace(root: &str) -> Arc<dyn LanceNamespace> {
     Arc::new(DirectoryNamespaceBuilder::new(root).build().await.unwrap())
 }
 
-async fn lance_tables(ns: &dyn LanceNamespace, id: &[&str]) -> Vec<String> {
+/// The tables of namespace `id` as `ns` lists them, sorted.
+pub(crate) async fn lance_tables(ns: &dyn LanceNamespace, id: &[&str]) -> Vec<String> {
     let mut tables = ns
         .list_tables(ListTablesRequest {
             id: Some(id.iter().map(|s| s.to_string()).collect()),
@@ -38,7 +39,8 @@ async fn lance_tables(ns: &dyn LanceNamespace, id: &[&str]) -> Vec<String> {
     tables
 }
 
-async fn lance_location(ns: &dyn LanceNamespace, id: &[&str]) -> Option<String> {
+/// Where `ns` says table `id` lives, if it has it.
+pub(crate) async fn lance_location(ns: &dyn LanceNamespace, id: &[&str]) -> Option<String> {
     ns.describe_table(DescribeTableRequest {
         id: Some(id.iter().map(|s| s.to_string()).collect()),
         ..Default::default()
@@ -46,6 +48,21 @@ async fn lance_location(ns: &dyn LanceNamespace, id: &[&str]) -> Option<String> 
     .await
     .ok()
     .and_then(|r| r.location)
+}
+
+/// An Arrow IPC stream of one column `k` holding `values`: the body of a
+/// namespace's `create_table` request.
+pub(crate) fn k_column_ipc(values: &[i64]) -> Vec<u8> {
+    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
+    let column = Arc::new(Int64Array::from(values.to_vec()));
+    let batch = RecordBatch::try_new(Arc::clone(&schema), vec![column]).unwrap();
+    let mut ipc = Vec::new();
+    {
+        let mut writer = StreamWriter::try_new(&mut ipc, &schema).unwrap();
+        writer.write(&batch).unwrap();
+        writer.finish().unwrap();
+    }
+    ipc
 }
 
 /// A context with a fresh directory namespace attached as catalog `lake`;
@@ -60,7 +77,8 @@ async fn lake() -> (tempfile::TempDir, String, SessionContext) {
     (dir, root, ctx)
 }
 
-async fn listed(ctx: &SessionContext) -> Vec<String> {
+/// `schema|table` of every table information_schema lists in catalog `lake`.
+pub(crate) async fn listed(ctx: &SessionContext) -> Vec<String> {
     let batches = sql(
         ctx,
         "SELECT table_schema, table_name FROM information_schema.tables \
@@ -123,25 +141,13 @@ async fn tables_are_created_written_listed_and_dropped_in_a_namespace() {
     assert_eq!(u.count_rows(None).await.unwrap(), 2);
 
     // A table Lance's namespace API creates is ours to read and write.
-    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
-    let batch = RecordBatch::try_new(
-        Arc::clone(&schema),
-        vec![Arc::new(Int64Array::from(vec![10, 20, 30]))],
-    )
-    .unwrap();
-    let mut ipc = Vec::new();
-    {
-        let mut writer = StreamWriter::try_new(&mut ipc, &schema).unwrap();
-        writer.write(&batch).unwrap();
-        writer.finish().unwrap();
-    }
     theirs
         .create_table(
             CreateTableRequest {
                 id: Some(vec!["db".into(), "w".into()]),
                 ..Default::default()
             },
-            ipc.into(),
+            k_column_ipc(&[10, 20, 30]).into(),
         )
         .await
         .unwrap();

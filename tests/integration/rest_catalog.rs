@@ -6,19 +6,17 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Int64Array, RecordBatch};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::arrow::ipc::writer::StreamWriter;
 use datafusion::prelude::SessionContext;
 use datafusion_lance::register_lance_catalog;
 use lance::Dataset;
 use lance_namespace::LanceNamespace;
-use lance_namespace::models::{CreateTableRequest, DescribeTableRequest, ListTablesRequest};
+use lance_namespace::models::CreateTableRequest;
 use lance_namespace_impls::{
     DirectoryNamespaceBuilder, RestAdapter, RestAdapterConfig, RestAdapterHandle,
     RestNamespaceBuilder,
 };
 
+use crate::catalog::{k_column_ipc, lance_location, lance_tables, listed};
 use crate::support::{context, ints, ok, private_cache, sorted_rows, sql};
 
 /// Lance's REST server over a directory namespace in a temporary directory,
@@ -72,38 +70,6 @@ fn id(parts: &[&str]) -> Option<Vec<String>> {
     Some(parts.iter().map(|s| s.to_string()).collect())
 }
 
-async fn tables(ns: &dyn LanceNamespace, namespace: &[&str]) -> Vec<String> {
-    let request = ListTablesRequest {
-        id: id(namespace),
-        ..Default::default()
-    };
-    let mut tables = ns.list_tables(request).await.unwrap().tables;
-    tables.sort();
-    tables
-}
-
-async fn location(ns: &dyn LanceNamespace, table: &[&str]) -> Option<String> {
-    let request = DescribeTableRequest {
-        id: id(table),
-        ..Default::default()
-    };
-    ns.describe_table(request)
-        .await
-        .ok()
-        .and_then(|r| r.location)
-}
-
-async fn listed(ctx: &SessionContext) -> Vec<String> {
-    let batches = sql(
-        ctx,
-        "SELECT table_schema, table_name FROM information_schema.tables \
-         WHERE table_catalog = 'lake' AND table_schema <> 'information_schema'",
-    )
-    .await
-    .unwrap();
-    sorted_rows(&batches)
-}
-
 async fn attach(server: &Server) -> SessionContext {
     let ctx = context(2, &private_cache());
     let root = format!("rest+{}", server.url());
@@ -134,8 +100,8 @@ async fn a_rest_namespace_is_a_catalog_read_and_written_both_ways() {
         vec![1001000]
     );
     let theirs = server.client();
-    assert_eq!(tables(theirs.as_ref(), &[]).await, vec!["t"]);
-    let t = location(theirs.as_ref(), &["t"]).await.unwrap();
+    assert_eq!(lance_tables(theirs.as_ref(), &[]).await, vec!["t"]);
+    let t = lance_location(theirs.as_ref(), &["t"]).await.unwrap();
     let t = Dataset::open(&t).await.unwrap();
     assert_eq!(t.version().version, 1);
     assert_eq!(t.count_rows(None).await.unwrap(), 1000);
@@ -156,44 +122,43 @@ async fn a_rest_namespace_is_a_catalog_read_and_written_both_ways() {
 
     // The directory namespace behind the server agrees.
     let backend = server.backend().await;
-    assert_eq!(tables(backend.as_ref(), &["db"]).await, vec!["u"]);
-    let u = location(backend.as_ref(), &["db", "u"]).await.unwrap();
+    assert_eq!(lance_tables(backend.as_ref(), &["db"]).await, vec!["u"]);
+    let u = lance_location(backend.as_ref(), &["db", "u"])
+        .await
+        .unwrap();
     let u = Dataset::open(&u).await.unwrap();
     assert_eq!(u.version().version, 4);
     assert_eq!(u.count_rows(None).await.unwrap(), 2);
 
     // A table Lance's REST client creates is ours to read and write.
-    let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true)]));
-    let batch = RecordBatch::try_new(
-        Arc::clone(&schema),
-        vec![Arc::new(Int64Array::from(vec![10, 20, 30]))],
-    )
-    .unwrap();
-    let mut ipc = Vec::new();
-    {
-        let mut writer = StreamWriter::try_new(&mut ipc, &schema).unwrap();
-        writer.write(&batch).unwrap();
-        writer.finish().unwrap();
-    }
     let request = CreateTableRequest {
         id: id(&["db", "w"]),
         ..Default::default()
     };
+    let ipc = k_column_ipc(&[10, 20, 30]);
     theirs.create_table(request, ipc.into()).await.unwrap();
     ok(&ctx, "INSERT INTO lake.db.w VALUES (40)").await;
     assert_eq!(ints(&ctx, "SELECT sum(k) FROM lake.db.w").await, vec![100]);
     assert_eq!(listed(&ctx).await, vec!["db|u", "db|w", "public|t"]);
 
     // Drops: the namespace entry and the data go.
-    let u_location = location(backend.as_ref(), &["db", "u"]).await.unwrap();
+    let u_location = lance_location(backend.as_ref(), &["db", "u"])
+        .await
+        .unwrap();
     ok(&ctx, "DROP TABLE lake.db.u").await;
     ok(&ctx, "DROP TABLE lake.db.w").await;
-    assert_eq!(tables(theirs.as_ref(), &["db"]).await, Vec::<String>::new());
+    assert_eq!(
+        lance_tables(theirs.as_ref(), &["db"]).await,
+        Vec::<String>::new()
+    );
     assert!(!std::path::Path::new(u_location.trim_start_matches("file://")).exists());
     ok(&ctx, "DROP SCHEMA lake.db").await;
     ok(&ctx, "DROP TABLE lake.public.t").await;
     assert!(listed(&ctx).await.is_empty());
-    assert_eq!(tables(theirs.as_ref(), &[]).await, Vec::<String>::new());
+    assert_eq!(
+        lance_tables(theirs.as_ref(), &[]).await,
+        Vec::<String>::new()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -209,8 +174,8 @@ async fn a_failed_create_in_a_rest_namespace_leaves_no_table() {
     let e = sql(&ctx, bad).await.unwrap_err().to_string();
     assert!(e.contains("Cannot cast string 'x'"), "{e}");
     let backend = server.backend().await;
-    assert_eq!(tables(backend.as_ref(), &[]).await, vec!["t"]);
-    assert!(location(backend.as_ref(), &["bad"]).await.is_none());
+    assert_eq!(lance_tables(backend.as_ref(), &[]).await, vec!["t"]);
+    assert!(lance_location(backend.as_ref(), &["bad"]).await.is_none());
     assert_eq!(listed(&ctx).await, vec!["public|t"]);
     // ... so the same name can be created afterwards.
     ok(
@@ -228,7 +193,7 @@ async fn a_failed_create_in_a_rest_namespace_leaves_no_table() {
     )
     .join("\n");
     assert!(plan.contains("LanceCommitExec"), "{plan}");
-    assert!(location(backend.as_ref(), &["x"]).await.is_none());
+    assert!(lance_location(backend.as_ref(), &["x"]).await.is_none());
 
     let e = sql(&ctx, "CREATE TABLE lake.public.t AS SELECT 2 AS id")
         .await
