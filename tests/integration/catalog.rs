@@ -65,6 +65,36 @@ pub(crate) fn k_column_ipc(values: &[i64]) -> Vec<u8> {
     ipc
 }
 
+/// What every kind of namespace runs alike in catalog `lake`: `CREATE TABLE
+/// AS` of `public.t` (1,000 rows, one version, the parallel write path), a
+/// schema `db` with an empty table `u`, and DML on it.
+pub(crate) async fn create_and_change(ctx: &SessionContext) {
+    let created = sql(
+        ctx,
+        "CREATE TABLE lake.public.t AS SELECT value AS id, value * 2 AS v \
+         FROM generate_series(1, 1000)",
+    )
+    .await
+    .unwrap();
+    assert_eq!(sorted_rows(&created), vec!["1000"]);
+    assert_eq!(
+        ints(ctx, "SELECT sum(v) FROM lake.public.t").await,
+        vec![1001000]
+    );
+    ok(ctx, "CREATE SCHEMA lake.db").await;
+    ok(ctx, "CREATE TABLE lake.db.u (id BIGINT, name VARCHAR)").await;
+    ok(
+        ctx,
+        "INSERT INTO lake.db.u VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+    )
+    .await;
+    ok(ctx, "DELETE FROM lake.db.u WHERE id = 1").await;
+    ok(ctx, "UPDATE lake.db.u SET name = 'B' WHERE id = 2").await;
+    let rows = sorted_rows(&sql(ctx, "SELECT id, name FROM lake.db.u").await.unwrap());
+    assert_eq!(rows, vec!["2|B", "3|c"]);
+    assert_eq!(listed(ctx).await, vec!["db|u", "public|t"]);
+}
+
 /// A context with a fresh directory namespace attached as catalog `lake`;
 /// the directory lives as long as the returned guard.
 async fn lake() -> (tempfile::TempDir, String, SessionContext) {
@@ -101,36 +131,10 @@ async fn tables_are_created_written_listed_and_dropped_in_a_namespace() {
     let (_dir, root, ctx) = lake().await;
     assert!(listed(&ctx).await.is_empty());
 
-    // CREATE TABLE AS: one version, written by the parallel write path.
-    let created = sql(
-        &ctx,
-        "CREATE TABLE lake.public.t AS SELECT value AS id, value * 2 AS v \
-         FROM generate_series(1, 1000)",
-    )
-    .await
-    .unwrap();
-    assert_eq!(sorted_rows(&created), vec!["1000"]);
+    create_and_change(&ctx).await;
     let t = Dataset::open(&format!("{root}/t.lance")).await.unwrap();
     assert_eq!(t.version().version, 1);
     assert_eq!(t.count_rows(None).await.unwrap(), 1000);
-    assert_eq!(
-        ints(&ctx, "SELECT sum(v) FROM lake.public.t").await,
-        vec![1001000]
-    );
-
-    // A schema, an empty table in it, and DML on that table.
-    ok(&ctx, "CREATE SCHEMA lake.db").await;
-    ok(&ctx, "CREATE TABLE lake.db.u (id BIGINT, name VARCHAR)").await;
-    ok(
-        &ctx,
-        "INSERT INTO lake.db.u VALUES (1, 'a'), (2, 'b'), (3, 'c')",
-    )
-    .await;
-    ok(&ctx, "DELETE FROM lake.db.u WHERE id = 1").await;
-    ok(&ctx, "UPDATE lake.db.u SET name = 'B' WHERE id = 2").await;
-    let rows = sorted_rows(&sql(&ctx, "SELECT id, name FROM lake.db.u").await.unwrap());
-    assert_eq!(rows, vec!["2|B", "3|c"]);
-    assert_eq!(listed(&ctx).await, vec!["db|u", "public|t"]);
 
     // Lance's own namespace API sees both tables, at the locations we wrote.
     let theirs = lance_namespace(&root).await;

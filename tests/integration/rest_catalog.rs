@@ -16,7 +16,7 @@ use lance_namespace_impls::{
     RestNamespaceBuilder,
 };
 
-use crate::catalog::{k_column_ipc, lance_location, lance_tables, listed};
+use crate::catalog::{create_and_change, k_column_ipc, lance_location, lance_tables, listed};
 use crate::support::{context, ints, ok, private_cache, sorted_rows, sql};
 
 /// Lance's REST server over a directory namespace in a temporary directory,
@@ -85,40 +85,15 @@ async fn a_rest_namespace_is_a_catalog_read_and_written_both_ways() {
     let ctx = attach(&server).await;
     assert!(listed(&ctx).await.is_empty());
 
-    // CREATE TABLE AS: declared by the server, written where it says, one
-    // version.
-    let created = sql(
-        &ctx,
-        "CREATE TABLE lake.public.t AS SELECT value AS id, value * 2 AS v \
-         FROM generate_series(1, 1000)",
-    )
-    .await
-    .unwrap();
-    assert_eq!(sorted_rows(&created), vec!["1000"]);
-    assert_eq!(
-        ints(&ctx, "SELECT sum(v) FROM lake.public.t").await,
-        vec![1001000]
-    );
+    // CREATE TABLE AS (declared by the server, written where it says), a
+    // schema, an empty table in it and DML, as in a directory namespace.
+    create_and_change(&ctx).await;
     let theirs = server.client();
     assert_eq!(lance_tables(theirs.as_ref(), &[]).await, vec!["t"]);
     let t = lance_location(theirs.as_ref(), &["t"]).await.unwrap();
     let t = Dataset::open(&t).await.unwrap();
     assert_eq!(t.version().version, 1);
     assert_eq!(t.count_rows(None).await.unwrap(), 1000);
-
-    // A schema, an empty table in it, and DML on that table.
-    ok(&ctx, "CREATE SCHEMA lake.db").await;
-    ok(&ctx, "CREATE TABLE lake.db.u (id BIGINT, name VARCHAR)").await;
-    ok(
-        &ctx,
-        "INSERT INTO lake.db.u VALUES (1, 'a'), (2, 'b'), (3, 'c')",
-    )
-    .await;
-    ok(&ctx, "DELETE FROM lake.db.u WHERE id = 1").await;
-    ok(&ctx, "UPDATE lake.db.u SET name = 'B' WHERE id = 2").await;
-    let rows = sorted_rows(&sql(&ctx, "SELECT id, name FROM lake.db.u").await.unwrap());
-    assert_eq!(rows, vec!["2|B", "3|c"]);
-    assert_eq!(listed(&ctx).await, vec!["db|u", "public|t"]);
 
     // The directory namespace behind the server agrees.
     let backend = server.backend().await;
