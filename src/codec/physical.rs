@@ -193,6 +193,7 @@ impl LancePhysicalCodec {
                 row_addr: o.row_addr,
                 row_id: o.row_id,
                 scalar_indexes: o.scalar_indexes.clone(),
+                pruned_fragments: o.pruned_fragments as u64,
             }),
         })
     }
@@ -232,6 +233,7 @@ impl LancePhysicalCodec {
                 row_addr: options.row_addr,
                 row_id: options.row_id,
                 scalar_indexes: options.scalar_indexes,
+                pruned_fragments: options.pruned_fragments as usize,
             },
         }))
     }

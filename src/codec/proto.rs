@@ -65,6 +65,8 @@ pub(crate) struct ScanOptions {
     pub row_id: bool,
     #[prost(string, repeated, tag = "9")]
     pub scalar_indexes: Vec<String>,
+    #[prost(uint64, tag = "10")]
+    pub pruned_fragments: u64,
 }
 
 /// The fragments one partition reads.

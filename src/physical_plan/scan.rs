@@ -61,6 +61,10 @@ pub struct ScanOptions {
     /// The scalar indices Lance may answer the pushed filter from (shown by
     /// `EXPLAIN`).
     pub scalar_indexes: Vec<String>,
+    /// Fragments of the version left out because those indices rule out
+    /// every row in them (shown by `EXPLAIN`).
+    #[serde(default)]
+    pub pruned_fragments: usize,
 }
 
 /// Rows of one partition's fragments, for statistics.
@@ -308,6 +312,9 @@ impl DisplayAs for LanceScanExec {
                         self.options.scalar_indexes.join(", ")
                     )?;
                 }
+                if self.options.pruned_fragments > 0 {
+                    write!(f, ", pruned_fragments={}", self.options.pruned_fragments)?;
+                }
                 if let Some(limit) = self.limit {
                     write!(f, ", limit={limit}")?;
                 }
@@ -331,6 +338,9 @@ impl DisplayAs for LanceScanExec {
                         "scalar_index=[{}]",
                         self.options.scalar_indexes.join(", ")
                     )?;
+                }
+                if self.options.pruned_fragments > 0 {
+                    writeln!(f, "pruned_fragments={}", self.options.pruned_fragments)?;
                 }
                 if let Some(limit) = self.limit {
                     writeln!(f, "limit={limit}")?;

@@ -3,6 +3,7 @@
 pub(crate) mod create;
 pub(crate) mod dml;
 pub(crate) mod factory;
+pub(crate) mod index_prune;
 pub(crate) mod index_rules;
 pub(crate) mod lookup;
 pub(crate) mod merge;

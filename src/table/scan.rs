@@ -18,7 +18,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use lance_table::format::Fragment;
 
 use super::index_rules::ColumnIndexes;
-use super::{LanceTableProvider, partition, pushdown};
+use super::{LanceTableProvider, index_prune, partition, pushdown};
 use datafusion::arrow::datatypes::{DataType, Schema};
 
 use crate::config::{FilterPushdown, LanceConfig};
@@ -145,7 +145,27 @@ impl LanceTableProvider {
             0 => execution.target_partitions,
             n => n,
         };
-        let fragments = dataset.fragments();
+        // Fragments the indices rule out are not handed to Lance at all.
+        let all_fragments = dataset.fragments();
+        let candidates = match (&lance_filter, scalar_indexes.is_empty()) {
+            (Some(filter), false) if !indexes.unreadable() => {
+                index_prune::candidate_fragments(&dataset, filter).await
+            }
+            _ => None,
+        };
+        let kept: Vec<Fragment>;
+        let fragments: &[Fragment] = match &candidates {
+            Some(ids) => {
+                kept = all_fragments
+                    .iter()
+                    .filter(|f| ids.contains(&f.id))
+                    .cloned()
+                    .collect();
+                &kept
+            }
+            None => all_fragments.as_slice(),
+        };
+        let pruned_fragments = all_fragments.len() - fragments.len();
         let groups = match (lance_filter.is_some() || df_filter.is_some(), limit) {
             // A limit without filter is answered by the first fragments.
             (false, Some(limit)) => {
@@ -188,6 +208,7 @@ impl LanceTableProvider {
             row_addr: with_row_addr,
             row_id: with_row_id,
             scalar_indexes,
+            pruned_fragments,
         };
         // The limit goes to Lance only when no filter runs above the scan.
         let scan_limit = if df_filter.is_none() { limit } else { None };

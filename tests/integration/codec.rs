@@ -114,7 +114,10 @@ fn explain(plan: &Arc<dyn ExecutionPlan>) -> String {
 }
 
 /// Encodes `plan`, decodes it in `worker`; the EXPLAIN must not change.
-fn ship_physical(plan: &Arc<dyn ExecutionPlan>, worker: &SessionContext) -> Arc<dyn ExecutionPlan> {
+pub(crate) fn ship_physical(
+    plan: &Arc<dyn ExecutionPlan>,
+    worker: &SessionContext,
+) -> Arc<dyn ExecutionPlan> {
     let codec = LancePhysicalCodec::new();
     let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(plan), &codec).unwrap();
     let decoded =

@@ -239,3 +239,95 @@ async fn explain_analyze_shows_fragments_read_and_index_searches() {
         ok(&ctx, &format!("DROP INDEX {index} ON t")).await;
     }
 }
+
+/// The `LanceScanExec` line of `EXPLAIN query`.
+async fn scan_line(ctx: &datafusion::prelude::SessionContext, query: &str) -> String {
+    let batches = sql(ctx, &format!("EXPLAIN {query}")).await.unwrap();
+    let plan = arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    plan.lines()
+        .find(|l| l.contains("LanceScanExec"))
+        .unwrap_or_else(|| panic!("no LanceScanExec in\n{plan}"))
+        .to_string()
+}
+
+/// A BTREE or ZONEMAP index on the filter column prunes fragments while
+/// planning: Lance is handed only the fragments that may hold matches plus
+/// those the index does not cover (rows appended after it was built), and the
+/// answer is the one without the index. The pruned plan round-trips.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_prunes_fragments_at_planning() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t");
+    write(
+        &uri,
+        vec![crate::fixtures::numbers_batch(0, 1000)],
+        params(WriteMode::Create, 10),
+    )
+    .await;
+    let ctx = context(2, &private_cache());
+    let create = format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'");
+    ok(&ctx, &create).await;
+    let query = "SELECT count(*), sum(id) FROM t WHERE id < 25";
+    let none = "SELECT count(*) FROM t WHERE id > 5000";
+
+    let plain = scan_line(&ctx, query).await;
+    assert!(plain.contains("fragments=100,"), "{plain}");
+    assert!(!plain.contains("pruned_fragments"), "{plain}");
+
+    for kind in ["BTREE", "ZONEMAP"] {
+        ok(&ctx, &format!("CREATE INDEX i ON t USING {kind} (id)")).await;
+        let line = scan_line(&ctx, query).await;
+        assert!(line.contains("fragments=3,"), "{kind}: {line}");
+        assert!(line.contains("pruned_fragments=97"), "{kind}: {line}");
+        assert_eq!(ints(&ctx, query).await, vec![25, 300], "{kind}");
+        // No fragment can match: Lance gets none.
+        let line = scan_line(&ctx, none).await;
+        assert!(line.contains("fragments=0,"), "{kind}: {line}");
+        assert!(line.contains("pruned_fragments=100"), "{kind}: {line}");
+        assert_eq!(ints(&ctx, none).await, vec![0], "{kind}");
+        ok(&ctx, "DROP INDEX i ON t").await;
+    }
+
+    // Rows appended after the index was built live in fragments it does not
+    // cover: those are always read.
+    ok(&ctx, "CREATE INDEX i ON t USING BTREE (id)").await;
+    ok(
+        &ctx,
+        "INSERT INTO t SELECT id - 2000, v, s, b, d FROM t WHERE id < 3",
+    )
+    .await;
+    ok(&ctx, "DELETE FROM t WHERE id = 1").await;
+    let line = scan_line(&ctx, query).await;
+    assert!(line.contains("fragments=4,"), "{line}");
+    assert!(line.contains("pruned_fragments=97"), "{line}");
+    let indexed = ints(&ctx, query).await;
+    assert_eq!(indexed, vec![27, 299 - 5997]);
+    ok(&ctx, "SET lance.use_scalar_index = false").await;
+    let line = scan_line(&ctx, query).await;
+    assert!(!line.contains("pruned_fragments"), "{line}");
+    assert_eq!(ints(&ctx, query).await, indexed);
+    ok(&ctx, "SET lance.use_scalar_index = true").await;
+
+    // The pruned plan is data: it round-trips and runs elsewhere.
+    let plan = ctx
+        .sql(query)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let worker = context(2, &private_cache());
+    let decoded = crate::codec::ship_physical(&plan, &worker);
+    let batches = datafusion::physical_plan::collect(decoded, worker.task_ctx())
+        .await
+        .unwrap();
+    let count = batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap()
+        .value(0);
+    assert_eq!(count, 27);
+}

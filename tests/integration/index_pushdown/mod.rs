@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use lance::index::DatasetIndexExt;
@@ -25,8 +26,8 @@ use crate::support::{context, dataset_path, private_cache, try_rows};
 /// Where a query's filter runs: in the Lance scan (`Some(true)`), in a
 /// DataFusion FilterExec (`Some(false)`), or nowhere (`None`: DataFusion
 /// simplified it away, e.g. `s LIKE '%'` into `s IS NOT NULL` on a column
-/// statistics say has no NULL).
-async fn filter_in_lance(ctx: &SessionContext, sql: &str) -> Result<Option<bool>, String> {
+/// statistics say has no NULL); and whether an index pruned fragments.
+async fn filter_in_lance(ctx: &SessionContext, sql: &str) -> Result<(Option<bool>, bool), String> {
     let plan = ctx
         .sql(&format!("EXPLAIN {sql}"))
         .await
@@ -39,13 +40,15 @@ async fn filter_in_lance(ctx: &SessionContext, sql: &str) -> Result<Option<bool>
         .lines()
         .find(|l| l.contains("LanceScanExec"))
         .ok_or("no scan")?;
-    Ok(if scan.contains(", filter=") {
+    let pruned = scan.contains("pruned_fragments=");
+    let place = if scan.contains(", filter=") {
         Some(true)
     } else if text.contains("FilterExec") {
         Some(false)
     } else {
         None
-    })
+    };
+    Ok((place, pruned))
 }
 
 #[derive(Default, Debug)]
@@ -55,6 +58,8 @@ struct Tally {
     no_filter: usize,
     with_rows: usize,
     errors: usize,
+    /// Plans where the index pruned fragments at planning.
+    pruned: usize,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -65,9 +70,12 @@ async fn every_index_type_answers_like_datafusion() {
     let mut total = Tally::default();
     for case in cases() {
         let uri = dataset_path(&dir, &format!("{}.lance", case.name.to_lowercase()));
+        // Stored clustered by the first indexed column, so that indices
+        // rule out whole fragments and pruning takes part in the comparison.
+        let stored = clustered(&batch, case.columns[0]);
         let mut ds = crate::fixtures::write(
             &uri,
-            vec![batch.clone()],
+            vec![stored],
             crate::fixtures::params(lance::dataset::WriteMode::Create, 100),
         )
         .await;
@@ -144,9 +152,14 @@ async fn every_index_type_answers_like_datafusion() {
                     }
                 }
                 match filter_in_lance(&ctx, &lance_sql).await {
-                    Ok(Some(true)) => tally.in_lance += 1,
-                    Ok(Some(false)) => {}
-                    Ok(None) => tally.no_filter += 1,
+                    Ok((place, pruned)) => {
+                        match place {
+                            Some(true) => tally.in_lance += 1,
+                            Some(false) => {}
+                            None => tally.no_filter += 1,
+                        }
+                        tally.pruned += usize::from(pruned);
+                    }
                     Err(e) => panic!("EXPLAIN {lance_sql}: {e}"),
                 }
             }
@@ -173,11 +186,25 @@ async fn every_index_type_answers_like_datafusion() {
             total.queries += tally.queries;
             total.in_lance += tally.in_lance;
             total.with_rows += tally.with_rows;
+            total.pruned += tally.pruned;
         }
     }
+    eprintln!("index differential: {total:?}");
     // Not vacuous: most predicates select rows, and most ran in Lance.
     assert!(total.with_rows * 10 >= total.queries * 8, "{total:?}");
     assert!(total.in_lance * 10 >= total.queries * 6, "{total:?}");
+    // Fragments pruned by an index at planning are part of what is compared.
+    assert!(total.pruned * 20 >= total.queries, "{total:?}");
+}
+
+/// `batch` sorted by `column` (as it is when that column is a list).
+fn clustered(batch: &RecordBatch, column: &str) -> RecordBatch {
+    use datafusion::arrow::compute::{sort_to_indices, take_record_batch};
+    let values = batch.column_by_name(column).expect("indexed column");
+    match sort_to_indices(values, None, None) {
+        Ok(order) => take_record_batch(batch, &order).expect("reordered batch"),
+        Err(_) => batch.clone(),
+    }
 }
 
 /// The one column a predicate kind reads (None for kinds mixing columns).
@@ -220,7 +247,10 @@ async fn an_unreadable_index_list_keeps_filters_in_datafusion() {
         faults.fail(Fault::always(operation, "_versions/"));
     }
     let sql = "SELECT count(*) FROM t WHERE s LIKE 'Ab1%'";
-    assert_eq!(filter_in_lance(&ctx, sql).await.unwrap(), Some(false));
+    assert_eq!(
+        filter_in_lance(&ctx, sql).await.unwrap(),
+        (Some(false), false)
+    );
     assert_eq!(crate::support::ints(&ctx, sql).await, vec![16]);
     assert!(faults.injected() > 0, "the index list was asked for");
 }
