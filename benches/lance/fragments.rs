@@ -4,9 +4,9 @@
 //! ordered) on registration + planning, `count(*)`, a full scan and a 0.1%
 //! selective scan without an index and with a ZONEMAP and a BTREE index on
 //! `id`; and a 1-row INSERT and DELETE vs Lance's `InsertBuilder` /
-//! `DeleteBuilder`. Prints the table and writes the log-log chart
-//! `docs/fragments.svg` (`--svg PATH` elsewhere), drawn here with no
-//! plotting dependency.
+//! `DeleteBuilder`; the peak heap of each query. Prints the tables and
+//! writes the log-log chart `docs/fragments.svg` (`--svg PATH` elsewhere),
+//! drawn here with no plotting dependency.
 //!
 //! Each table's versions: 1 the rows, 2 with a ZONEMAP index `z` on `id`,
 //! 3 without it, 4 with a BTREE index `b` on `id`; the reads pin 1, 2 or 4,
@@ -26,6 +26,7 @@ use lance::dataset::{WriteMode, WriteParams};
 use lance::session::Session;
 
 use crate::common::{Args, Stats, exists, interleaved, ratio, side};
+use crate::memory::interleaved_peaks;
 use crate::read::{config, run_sql};
 
 const ROWS: usize = 1_000_000;
@@ -214,6 +215,7 @@ pub(crate) async fn fragments_table(args: &Args) {
     println!("| fragments | query | {} | ratio |", SIDES.join(" | "));
     println!("|---|---|---|---|---|---|");
     let mut chart = Vec::new();
+    let mut memory = Vec::new();
     let session = Arc::new(Session::default());
     for &fragments in &counts {
         let uri = table(args, fragments).await;
@@ -254,8 +256,10 @@ pub(crate) async fn fragments_table(args: &Args) {
                 })
                 .collect();
             let stats = interleaved(args.iters, &mut sides).await;
+            let peaks = interleaved_peaks(args.iters, &mut sides).await;
             drop(sides);
             row(fragments, name, &stats);
+            memory.push((fragments, name, peaks));
             chart.push((name, fragments, stats));
         }
         for (name, stats) in one_row_writes(args, &uri, &session).await {
@@ -266,6 +270,23 @@ pub(crate) async fn fragments_table(args: &Args) {
                 ratio(&stats[0], &stats[1])
             );
         }
+    }
+    println!(
+        "\nPeak heap of each query: the most live heap bytes above where the run started \
+         (the bench's allocator counts them during separate interleaved runs, {} each; \
+         median (min–max)); ratio: ours ÷ Lance unordered.\n",
+        args.iters
+    );
+    println!("| fragments | query | {} | ratio |", SIDES.join(" | "));
+    println!("|---|---|---|---|---|---|");
+    for (fragments, name, peaks) in &memory {
+        println!(
+            "| {fragments} | {name} | {} | {} | {} | {:.2}× |",
+            peaks[0].cell(),
+            peaks[1].cell(),
+            peaks[2].cell(),
+            peaks[0].median as f64 / peaks[1].median.max(1) as f64
+        );
     }
     let svg = args
         .svg

@@ -70,9 +70,13 @@ mod fragments;
 
 use common::args;
 mod insert;
+mod memory;
 mod plans;
 mod read;
 mod search;
+
+#[global_allocator]
+static ALLOC: memory::Counting = memory::Counting;
 
 fn main() {
     let args = args();
