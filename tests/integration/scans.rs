@@ -186,14 +186,7 @@ async fn scan_metrics(
     ctx: &datafusion::prelude::SessionContext,
     query: &str,
 ) -> std::collections::BTreeMap<String, String> {
-    let batches = sql(ctx, &format!("EXPLAIN ANALYZE {query}")).await.unwrap();
-    let plan = arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string();
-    let line = plan
-        .lines()
-        .find(|l| l.contains("LanceScanExec"))
-        .unwrap_or_else(|| panic!("no LanceScanExec in\n{plan}"));
+    let line = scan_line(ctx, &format!("EXPLAIN ANALYZE {query}")).await;
     let metrics = line
         .split_once("metrics=[")
         .unwrap_or_else(|| panic!("no metrics in {line}"))
@@ -240,9 +233,9 @@ async fn explain_analyze_shows_fragments_read_and_index_searches() {
     }
 }
 
-/// The `LanceScanExec` line of `EXPLAIN query`.
-async fn scan_line(ctx: &datafusion::prelude::SessionContext, query: &str) -> String {
-    let batches = sql(ctx, &format!("EXPLAIN {query}")).await.unwrap();
+/// The `LanceScanExec` line of the plan an `EXPLAIN [ANALYZE]` statement shows.
+async fn scan_line(ctx: &datafusion::prelude::SessionContext, explain: &str) -> String {
+    let batches = sql(ctx, explain).await.unwrap();
     let plan = arrow::util::pretty::pretty_format_batches(&batches)
         .unwrap()
         .to_string();
@@ -272,18 +265,18 @@ async fn an_index_prunes_fragments_at_planning() {
     let query = "SELECT count(*), sum(id) FROM t WHERE id < 25";
     let none = "SELECT count(*) FROM t WHERE id > 5000";
 
-    let plain = scan_line(&ctx, query).await;
+    let plain = scan_line(&ctx, &format!("EXPLAIN {query}")).await;
     assert!(plain.contains("fragments=100,"), "{plain}");
     assert!(!plain.contains("pruned_fragments"), "{plain}");
 
     for kind in ["BTREE", "ZONEMAP"] {
         ok(&ctx, &format!("CREATE INDEX i ON t USING {kind} (id)")).await;
-        let line = scan_line(&ctx, query).await;
+        let line = scan_line(&ctx, &format!("EXPLAIN {query}")).await;
         assert!(line.contains("fragments=3,"), "{kind}: {line}");
         assert!(line.contains("pruned_fragments=97"), "{kind}: {line}");
         assert_eq!(ints(&ctx, query).await, vec![25, 300], "{kind}");
         // No fragment can match: Lance gets none.
-        let line = scan_line(&ctx, none).await;
+        let line = scan_line(&ctx, &format!("EXPLAIN {none}")).await;
         assert!(line.contains("fragments=0,"), "{kind}: {line}");
         assert!(line.contains("pruned_fragments=100"), "{kind}: {line}");
         assert_eq!(ints(&ctx, none).await, vec![0], "{kind}");
@@ -299,13 +292,13 @@ async fn an_index_prunes_fragments_at_planning() {
     )
     .await;
     ok(&ctx, "DELETE FROM t WHERE id = 1").await;
-    let line = scan_line(&ctx, query).await;
+    let line = scan_line(&ctx, &format!("EXPLAIN {query}")).await;
     assert!(line.contains("fragments=4,"), "{line}");
     assert!(line.contains("pruned_fragments=97"), "{line}");
     let indexed = ints(&ctx, query).await;
     assert_eq!(indexed, vec![27, 299 - 5997]);
     ok(&ctx, "SET lance.use_scalar_index = false").await;
-    let line = scan_line(&ctx, query).await;
+    let line = scan_line(&ctx, &format!("EXPLAIN {query}")).await;
     assert!(!line.contains("pruned_fragments"), "{line}");
     assert_eq!(ints(&ctx, query).await, indexed);
     ok(&ctx, "SET lance.use_scalar_index = true").await;
