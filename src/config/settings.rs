@@ -191,7 +191,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
     Setting {
         key: "use_scalar_index",
         default_label: None,
-        description: "let Lance answer pushed filters from scalar indices",
+        description: "let Lance answer pushed filters from scalar indices, and prune the fragments an \
+                      index rules out while planning (`pruned_fragments=` in `EXPLAIN`)",
         get: |c| c.use_scalar_index.to_string(),
         set: |c, key, value| {
             c.use_scalar_index = parse_bool(key, value)?;
