@@ -23,7 +23,7 @@ use datafusion::arrow::datatypes::{DataType, Schema};
 
 use crate::config::{FilterPushdown, LanceConfig};
 use crate::location::Snapshot;
-use crate::physical_plan::scan::{LanceScanExec, ScanOptions, live_rows};
+use crate::physical_plan::scan::{LanceScanExec, ScanOptions};
 
 impl LanceTableProvider {
     /// True when the projection holds columns worth not decoding for rows a
@@ -166,23 +166,6 @@ impl LanceTableProvider {
             None => all_fragments.as_slice(),
         };
         let pruned_fragments = all_fragments.len() - fragments.len();
-        let (batch_size, batch_size_bytes) = match settings.batch_size {
-            // Lance sizes each batch from the data it decodes and splits any
-            // batch larger than twice its target: ask for half the bound.
-            0 => (
-                auto_batch_size(&read_schema, execution.batch_size),
-                Some(AUTO_BATCH_BYTES as u64 / 2),
-            ),
-            n => (n, None),
-        };
-        // Each partition's Lance scanner searches the index again: a pruned
-        // scan is split only as far as every partition gets a batch of rows.
-        let partitions = if pruned_fragments > 0 {
-            let rows: usize = fragments.iter().map(live_rows).sum();
-            partitions.min(rows.div_ceil(batch_size.max(1)).max(1))
-        } else {
-            partitions
-        };
         let groups = match (lance_filter.is_some() || df_filter.is_some(), limit) {
             // A limit without filter is answered by the first fragments.
             (false, Some(limit)) => {
@@ -194,6 +177,15 @@ impl LanceTableProvider {
                 }
             }
             _ => partition::group_fragments(fragments, partitions),
+        };
+        let (batch_size, batch_size_bytes) = match settings.batch_size {
+            // Lance sizes each batch from the data it decodes and splits any
+            // batch larger than twice its target: ask for half the bound.
+            0 => (
+                auto_batch_size(&read_schema, execution.batch_size),
+                Some(AUTO_BATCH_BYTES as u64 / 2),
+            ),
+            n => (n, None),
         };
         let options = ScanOptions {
             batch_size,
@@ -278,7 +270,7 @@ const MAX_AUTO_READAHEAD: usize = 32;
 /// up to [`MAX_AUTO_READAHEAD`] for tiny fragments, whose cost is opening
 /// them, not reading them.
 fn auto_fragment_readahead(fragments: &[Fragment], batch_size: usize) -> usize {
-    let rows: usize = fragments.iter().map(live_rows).sum();
+    let rows: usize = fragments.iter().map(partition::live_rows).sum();
     let mean = (rows / fragments.len().max(1)).max(1);
     batch_size.div_ceil(mean).clamp(1, MAX_AUTO_READAHEAD)
 }
