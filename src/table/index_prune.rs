@@ -16,7 +16,6 @@
 //! a fragment lacks its row count (Lance does not use indices then), the
 //! index gives only a lower bound, or anything fails while evaluating.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Schema as ArrowSchema;
@@ -30,10 +29,10 @@ use lance_index::scalar::expression::PlannerIndexExt;
 use lance_select::RowAddrMask;
 use lance_table::format::Fragment;
 
-/// The ids of the fragments of `dataset` that may hold rows matching
-/// `filter` by its scalar indices, or `None` when the indices rule out none
-/// (or cannot be asked).
-pub(crate) async fn candidate_fragments(dataset: &Dataset, filter: &Expr) -> Option<HashSet<u64>> {
+/// The fragments of `dataset` that may hold rows matching `filter` by its
+/// scalar indices, in manifest order, or `None` when the indices rule out
+/// none (or cannot be asked).
+pub(crate) async fn candidate_fragments(dataset: &Dataset, filter: &Expr) -> Option<Vec<Fragment>> {
     let fragments = dataset.fragments();
     if dataset.manifest.uses_stable_row_ids() || fragments.iter().any(|f| f.physical_rows.is_none())
     {
@@ -52,10 +51,10 @@ pub(crate) async fn candidate_fragments(dataset: &Dataset, filter: &Expr) -> Opt
     let RowAddrMask::AllowList(upper) = &result.upper else {
         return None;
     };
+    // Kept: not covered by the index, or holding a row its upper bound selects.
     let keep = |f: &Fragment| {
-        let indexed = u32::try_from(f.id).is_ok_and(|id| covered.contains(id));
-        !indexed || u32::try_from(f.id).is_ok_and(|id| upper.get(&id).is_some())
+        u32::try_from(f.id).map_or(true, |id| !covered.contains(id) || upper.get(&id).is_some())
     };
-    let kept: HashSet<u64> = fragments.iter().filter(|f| keep(f)).map(|f| f.id).collect();
+    let kept: Vec<Fragment> = fragments.iter().filter(|f| keep(f)).cloned().collect();
     (kept.len() < fragments.len()).then_some(kept)
 }

@@ -147,24 +147,13 @@ impl LanceTableProvider {
         };
         // Fragments the indices rule out are not handed to Lance at all.
         let all_fragments = dataset.fragments();
-        let candidates = match (&lance_filter, scalar_indexes.is_empty()) {
+        let kept = match (&lance_filter, scalar_indexes.is_empty()) {
             (Some(filter), false) if !indexes.unreadable() => {
                 index_prune::candidate_fragments(&dataset, filter).await
             }
             _ => None,
         };
-        let kept: Vec<Fragment>;
-        let fragments: &[Fragment] = match &candidates {
-            Some(ids) => {
-                kept = all_fragments
-                    .iter()
-                    .filter(|f| ids.contains(&f.id))
-                    .cloned()
-                    .collect();
-                &kept
-            }
-            None => all_fragments.as_slice(),
-        };
+        let fragments: &[Fragment] = kept.as_deref().unwrap_or(all_fragments.as_slice());
         let pruned_fragments = all_fragments.len() - fragments.len();
         let groups = match (lance_filter.is_some() || df_filter.is_some(), limit) {
             // A limit without filter is answered by the first fragments.
