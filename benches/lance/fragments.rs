@@ -271,6 +271,7 @@ pub(crate) async fn fragments_table(args: &Args) {
             );
         }
     }
+    growth(&counts, &chart);
     println!(
         "\nPeak heap of each query: the most live heap bytes above where the run started \
          (the bench's allocator counts them during separate interleaved runs, {} each; \
@@ -383,21 +384,62 @@ fn row(fragments: usize, query: &str, stats: &[Stats]) {
     );
 }
 
+/// How our time grows with the fragment count: each query's median ÷ its
+/// median at the smallest count, from unrounded times (the table's cells are
+/// rounded to 1 ms, too coarse for the few-ms indexed queries).
+fn growth(counts: &[usize], chart: &[(&str, usize, Vec<Stats>)]) {
+    let Some(&first) = counts.first() else {
+        return;
+    };
+    println!(
+        "\nHow our time grows: median ÷ our median at {first} fragments (unrounded; \
+         each count's runs are interleaved with the other sides, not with other counts).\n"
+    );
+    println!(
+        "| query | {} |",
+        counts
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|---|{}", "---|".repeat(counts.len()));
+    for name in query_names(chart) {
+        let median = |count: usize| {
+            chart
+                .iter()
+                .find(|(n, c, _)| *n == name && *c == count)
+                .map(|(_, _, stats)| stats[0].median.as_secs_f64())
+        };
+        let Some(base) = median(first) else {
+            continue;
+        };
+        let cells: Vec<String> = counts
+            .iter()
+            .map(|&c| median(c).map_or("—".into(), |m| format!("{:.1}×", m / base.max(1e-12))))
+            .collect();
+        println!("| {name} | {} |", cells.join(" | "));
+    }
+}
+
+/// The queries of the chart's points, in order of first appearance.
+fn query_names<'a>(points: &[(&'a str, usize, Vec<Stats>)]) -> Vec<&'a str> {
+    let mut names = Vec::new();
+    for (name, _, _) in points {
+        if !names.contains(name) {
+            names.push(*name);
+        }
+    }
+    names
+}
+
 /// One log-log panel per query: median seconds against fragment count, a
 /// line per side, min–max as a whisker.
 fn draw(points: &[(&str, usize, Vec<Stats>)]) -> String {
     const PANEL: (f64, f64) = (300.0, 230.0);
     const MARGIN: (f64, f64, f64, f64) = (58.0, 16.0, 30.0, 40.0); // left, right, top, bottom
     const COLORS: &[&str] = &["#d62728", "#1f77b4", "#7f7f7f"];
-    let panels: Vec<&str> = {
-        let mut names = Vec::new();
-        for (name, _, _) in points {
-            if !names.contains(name) {
-                names.push(*name);
-            }
-        }
-        names
-    };
+    let panels = query_names(points);
     let secs = |d: std::time::Duration| d.as_secs_f64().max(1e-4);
     let (xs, ys): (Vec<f64>, Vec<f64>) = points
         .iter()

@@ -38,6 +38,17 @@ pub(crate) fn live_rows(fragment: &Fragment) -> usize {
     fragment.num_rows().or(fragment.physical_rows).unwrap_or(1)
 }
 
+/// The fragment with `id` in a manifest's list and its position: a binary
+/// search (the list is sorted by id), then a linear one for legacy manifests
+/// that are not.
+pub(crate) fn fragment_by_id(fragments: &[Fragment], id: u64) -> Option<(usize, &Fragment)> {
+    let at = fragments.partition_point(|f| f.id < id);
+    match fragments.get(at) {
+        Some(f) if f.id == id => Some((at, f)),
+        _ => fragments.iter().enumerate().find(|(_, f)| f.id == id),
+    }
+}
+
 /// Scanner knobs, resolved from `lance.*` settings at planning time.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScanOptions {
@@ -52,7 +63,9 @@ pub struct ScanOptions {
     pub batch_readahead: Option<usize>,
     /// I/O buffer bytes (None = Lance's default).
     pub io_buffer_size: Option<u64>,
-    /// Whether Lance may use scalar indices for the pushed filter.
+    /// Whether Lance may use scalar indices for the pushed filter (false
+    /// too when they already narrowed the scan to one batch of rows while
+    /// planning: Lance then rechecks those rows instead of searching again).
     pub use_scalar_index: bool,
     /// Append Lance's `_rowaddr` column (DELETE / UPDATE, `lance_rows`).
     pub row_addr: bool,
@@ -470,17 +483,12 @@ impl ScanRequest {
         let dataset = cache
             .open_snapshot(&self.location.uri, &params, &self.snapshot)
             .await?;
-        // Looked up in the manifest's list (sorted by id) without
-        // `Dataset::get_fragment`, which clones the dataset per fragment.
+        // Looked up in the manifest's list without `Dataset::get_fragment`,
+        // which clones the dataset per fragment.
         let all = dataset.fragments();
         let mut fragments = Vec::with_capacity(self.fragments.len());
         for &id in &self.fragments {
-            let at = all.partition_point(|f| f.id < id);
-            let found = match all.get(at) {
-                Some(f) if f.id == id => Some(f),
-                _ => all.iter().find(|f| f.id == id),
-            };
-            let Some(fragment) = found else {
+            let Some((_, fragment)) = fragment_by_id(all, id) else {
                 return internal_err!(
                     "fragment {id} is not in version {} of '{display}'",
                     self.snapshot.version

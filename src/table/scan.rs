@@ -155,6 +155,11 @@ impl LanceTableProvider {
         };
         let fragments: &[Fragment] = kept.as_deref().unwrap_or(all_fragments.as_slice());
         let pruned_fragments = all_fragments.len() - fragments.len();
+        // The index already chose these fragments: Lance searches it again
+        // only where that costs less than reading them.
+        let search_again = kept
+            .as_deref()
+            .is_none_or(|kept| index_prune::search_again(kept, execution.batch_size));
         let groups = match (lance_filter.is_some() || df_filter.is_some(), limit) {
             // A limit without filter is answered by the first fragments.
             (false, Some(limit)) => {
@@ -192,8 +197,9 @@ impl LanceTableProvider {
             },
             batch_readahead: (settings.batch_readahead > 0).then_some(settings.batch_readahead),
             io_buffer_size: (settings.io_buffer_size > 0).then_some(settings.io_buffer_size),
-            // An unreadable index list: Lance must not use indices either.
-            use_scalar_index: settings.use_scalar_index && !indexes.unreadable(),
+            // An unreadable index list: Lance must not use indices either;
+            // nor once they narrowed the scan to one batch at planning.
+            use_scalar_index: settings.use_scalar_index && !indexes.unreadable() && search_again,
             row_addr: with_row_addr,
             row_id: with_row_id,
             scalar_indexes,

@@ -201,7 +201,9 @@ async fn scan_metrics(
 
 /// `EXPLAIN ANALYZE` shows what Lance read: every fragment without an
 /// index; with a ZONEMAP or BTREE index on the filter column, only the one
-/// fragment holding the rows, and the index search that chose it.
+/// fragment holding the rows. The index search that chose it ran while
+/// planning; Lance searches again only when the fragments left hold more
+/// than one batch of rows (here: a batch size of 4 rows).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_analyze_shows_fragments_read_and_index_searches() {
     let dir = tempfile::tempdir().unwrap();
@@ -224,11 +226,19 @@ async fn explain_analyze_shows_fragments_read_and_index_searches() {
             &format!("CREATE INDEX {index} ON t USING {kind} (id)"),
         )
         .await;
-        let m = scan_metrics(&ctx, query).await;
-        assert_eq!(m["fragments_read"], "1", "{kind}: {m:?}");
-        assert_ne!(m["index_searches"], "0", "{kind}: {m:?}");
-        assert_eq!(m["rows_scanned"], "10", "{kind}: {m:?}");
-        assert_eq!(ints(&ctx, query).await, vec![10, 45]);
+        for (batch_size, searches) in [(8192, false), (4, true)] {
+            let set = format!("SET datafusion.execution.batch_size = {batch_size}");
+            ok(&ctx, &set).await;
+            let line = scan_line(&ctx, &format!("EXPLAIN {query}")).await;
+            assert!(line.contains("pruned_fragments=99"), "{kind}: {line}");
+            let m = scan_metrics(&ctx, query).await;
+            let at = format!("{kind}, batch size {batch_size}: {m:?}");
+            assert_eq!(m["fragments_read"], "1", "{at}");
+            assert_eq!(m["rows_scanned"], "10", "{at}");
+            assert_eq!(m["index_searches"] != "0", searches, "{at}");
+            assert_eq!(ints(&ctx, query).await, vec![10, 45], "{at}");
+        }
+        ok(&ctx, "SET datafusion.execution.batch_size = 8192").await;
         ok(&ctx, &format!("DROP INDEX {index} ON t")).await;
     }
 }
