@@ -21,6 +21,7 @@
 //! use a private, throw-away Lance session (Lance's own behaviour) — an escape
 //! hatch for A/B measurements, not for production.
 
+mod local_files;
 mod open;
 
 use std::collections::{BTreeMap, HashMap};
@@ -205,7 +206,7 @@ impl LanceSessionCache {
             let session = Session::new(
                 budgets.index_bytes,
                 budgets.metadata_bytes,
-                Default::default(),
+                local_files::store_registry(),
             );
             Arc::new(Self::build(Arc::new(session), Kind::Shared, Some(budgets)))
         }))
@@ -223,7 +224,7 @@ impl LanceSessionCache {
         let session = Session::new(
             budgets.index_bytes,
             budgets.metadata_bytes,
-            Default::default(),
+            local_files::store_registry(),
         );
         Arc::new(Self::build(
             Arc::new(session),
