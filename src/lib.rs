@@ -87,6 +87,7 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         planner::snapshot::install(&mut ctx.state_ref().write());
         ctx.add_analyzer_rule(Arc::new(planner::VectorDimensionCheck::default()));
         ctx.add_analyzer_rule(Arc::new(planner::LanceDmlRewrite::default()));
+        ctx.register_relation_planner(Arc::new(planner::VectorLiteralPlanner::default()))?;
         ctx.register_relation_planner(Arc::new(planner::LanceMergePlanner::default()))?;
         ctx.register_relation_planner(Arc::new(planner::VersionClauseGuard::default()))?;
     }
