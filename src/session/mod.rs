@@ -13,7 +13,10 @@
 //!   the manifest once; the others wait for it;
 //! * **warm opens without manifest reads**: an open of the latest version lists
 //!   the version directory (one `LIST`/`readdir`) and reuses the dataset it
-//!   already holds when nothing was committed since.
+//!   already holds when nothing was committed since;
+//! * **small local reads in place**: the sessions it creates read local files
+//!   of at most 64 KiB on the asking task instead of Tokio's blocking pool
+//!   (`local_files`).
 //!
 //! A context can use its own session instead ([`LanceSessionCache::new`], set
 //! with [`crate::LanceSessionContextExt::with_lance_session_cache`]). The
