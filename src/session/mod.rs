@@ -14,9 +14,9 @@
 //! * **warm opens without manifest reads**: an open of the latest version lists
 //!   the version directory (one `LIST`/`readdir`) and reuses the dataset it
 //!   already holds when nothing was committed since;
-//! * **small local reads in place**: the sessions it creates read local files
-//!   of at most 64 KiB on the asking task instead of Tokio's blocking pool
-//!   (`local_files`).
+//! * **small local reads in place** (Unix): the sessions it creates read
+//!   local files of at most 64 KiB on the asking task instead of Tokio's
+//!   blocking pool (`local_files`).
 //!
 //! A context can use its own session instead ([`LanceSessionCache::new`], set
 //! with [`crate::LanceSessionContextExt::with_lance_session_cache`]). The
@@ -24,6 +24,7 @@
 //! use a private, throw-away Lance session (Lance's own behaviour) — an escape
 //! hatch for A/B measurements, not for production.
 
+#[cfg(unix)]
 mod local_files;
 mod open;
 
@@ -56,6 +57,15 @@ static SHARING_DISABLED: LazyLock<bool> = LazyLock::new(|| {
 /// True when `DATAFUSION_LANCE_SHARE_SESSION=0` is set for this process.
 pub fn session_sharing_disabled() -> bool {
     *SHARING_DISABLED
+}
+
+/// The object-store registry of the sessions this crate creates: Lance's,
+/// with small local reads in place on Unix (`local_files`).
+fn store_registry() -> Arc<lance_io::object_store::ObjectStoreRegistry> {
+    #[cfg(unix)]
+    return local_files::store_registry();
+    #[cfg(not(unix))]
+    return Default::default();
 }
 
 /// Builds the Lance object-store parameters for a set of storage options.
@@ -209,7 +219,7 @@ impl LanceSessionCache {
             let session = Session::new(
                 budgets.index_bytes,
                 budgets.metadata_bytes,
-                local_files::store_registry(),
+                store_registry(),
             );
             Arc::new(Self::build(Arc::new(session), Kind::Shared, Some(budgets)))
         }))
@@ -227,7 +237,7 @@ impl LanceSessionCache {
         let session = Session::new(
             budgets.index_bytes,
             budgets.metadata_bytes,
-            local_files::store_registry(),
+            store_registry(),
         );
         Arc::new(Self::build(
             Arc::new(session),
