@@ -40,6 +40,7 @@ pub use physical_plan::merge_options::{
     WhenNotMatchedBySource,
 };
 pub use physical_plan::{LanceScanExec, LanceSink};
+use planner::Intercepted;
 pub use planner::time_travel::AS_OF_FUNCTION_NAME;
 pub use planner::{LanceQueryPlanner, execute_lance_plan, plan_lance_sql, resolve_lance_tables};
 pub use session::{
@@ -192,9 +193,16 @@ impl LanceSessionContextExt for SessionContext {
         sql: &str,
     ) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
         let state = self.state();
-        match plan_lance_sql(&state, sql).await? {
-            Some(plan) => execute_lance_plan(self, plan).await,
-            None => self.sql(sql).await,
+        match planner::intercept(&state, sql).await? {
+            Intercepted::Ours(plan) => execute_lance_plan(self, plan).await,
+            // What `SessionContext::sql` does after parsing: the text is
+            // tokenized and parsed once per statement, not twice.
+            Intercepted::DataFusions(statement) => {
+                let plan = state.statement_to_plan(*statement).await?;
+                drop(state);
+                self.execute_logical_plan(plan).await
+            }
+            Intercepted::Unparsed => self.sql(sql).await,
         }
     }
 }

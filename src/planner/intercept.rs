@@ -41,40 +41,68 @@ use crate::catalog::{plan_catalog_ddl, refresh_catalogs_of};
 /// Planning reads (the versions a statement names, the value of a
 /// `TIMESTAMP AS OF` expression) but never writes.
 pub async fn plan_lance_sql(state: &SessionState, sql: &str) -> DFResult<Option<LogicalPlan>> {
-    let (refresh, statement) = {
+    Ok(match intercept(state, sql).await? {
+        Intercepted::Ours(plan) => Some(plan),
+        Intercepted::DataFusions(_) | Intercepted::Unparsed => None,
+    })
+}
+
+/// What [`intercept`] made of a statement.
+pub(crate) enum Intercepted {
+    /// A statement this crate plans, planned.
+    Ours(LogicalPlan),
+    /// Any other statement, parsed exactly as DataFusion parses it (the same
+    /// tokens, dialect and recursion limit): DataFusion plans it from here
+    /// without parsing the text again.
+    DataFusions(Box<DFStatement>),
+    /// Text DataFusion should parse itself (it reports its own errors).
+    Unparsed,
+}
+
+/// [`plan_lance_sql`], also handing back the parsed statement when it is
+/// DataFusion's to plan.
+pub(crate) async fn intercept(state: &SessionState, sql: &str) -> DFResult<Intercepted> {
+    let (refresh, statement, ours) = {
         let name = state.config_options().sql_parser.dialect;
         let Some(dialect) = dialect_from_str(name) else {
             return plan_err!("unknown SQL dialect '{name}'");
         };
         let Ok(tokens) = Tokenizer::new(dialect.as_ref(), sql).tokenize_with_location() else {
-            return Ok(None);
+            return Ok(Intercepted::Unparsed);
         };
         let refresh = lists_tables(&tokens);
         let limit = state.config_options().sql_parser.recursion_limit;
-        let statement = if may_be_ours(&tokens) {
+        let ours = may_be_ours(&tokens);
+        let statement = if ours {
             parse(tokens, dialect.as_ref(), limit)
         } else {
-            None
+            parse_one(tokens, dialect.as_ref(), limit)
         };
-        (refresh, statement)
+        (refresh, statement, ours)
     };
     if refresh {
         refresh_catalogs_of(state).await?;
     }
     let Some(statement) = statement else {
-        return Ok(None);
+        return Ok(Intercepted::Unparsed);
     };
-    match PinnedRelations::resolve(state, &statement).await? {
+    if !ours {
+        return Ok(Intercepted::DataFusions(Box::new(statement)));
+    }
+    let planned = match PinnedRelations::resolve(state, &statement).await? {
         Some(pinned) => {
             let mut state = state.clone();
             state.register_relation_planner(Arc::new(pinned))?;
             match plan_ours(&state, &statement).await? {
-                Some(plan) => Ok(Some(plan)),
-                None => Ok(Some(state.statement_to_plan(statement).await?)),
+                Some(plan) => Some(plan),
+                None => Some(state.statement_to_plan(statement).await?),
             }
         }
-        None => plan_ours(state, &statement).await,
-    }
+        None => plan_ours(state, &statement).await?,
+    };
+    // A statement that may be ours but is not was parsed with this crate's
+    // extensions: DataFusion parses the text again, for its own errors.
+    Ok(planned.map_or(Intercepted::Unparsed, Intercepted::Ours))
 }
 
 /// Plans `statement` when it is `MERGE INTO`, `CREATE INDEX`, `DROP INDEX`
@@ -168,26 +196,34 @@ fn lists_tables(tokens: &[TokenWithSpan]) -> bool {
 /// and time-travel clauses the dialect does not parse included; `None` when they do not parse (DataFusion then reports
 /// the error).
 fn parse(tokens: Vec<TokenWithSpan>, dialect: &dyn Dialect, limit: usize) -> Option<DFStatement> {
-    let parse_one = |tokens: Vec<TokenWithSpan>| -> Option<DFStatement> {
-        let mut statements = DFParserBuilder::new(tokens)
-            .with_dialect(dialect)
-            .with_recursion_limit(limit)
-            .build()
-            .ok()?
-            .parse_statements()
-            .ok()?;
-        (statements.len() == 1)
-            .then(|| statements.pop_front())
-            .flatten()
-    };
     let tokens = mark_stars(tokens);
-    if let Some(statement) = parse_one(tokens.clone()) {
+    if let Some(statement) = parse_one(tokens.clone(), dialect, limit) {
         return Some(statement);
     }
     let (kept, clauses) = time_travel::cut(&tokens, dialect)?;
     if clauses.is_empty() {
         return None;
     }
-    let mut statement = parse_one(kept)?;
+    let mut statement = parse_one(kept, dialect, limit)?;
     time_travel::attach(&mut statement, clauses).then_some(statement)
+}
+
+/// The one statement `tokens` hold, parsed as DataFusion's
+/// `SessionState::sql_to_statement` parses SQL text; `None` when they do not
+/// parse or hold more or fewer than one.
+fn parse_one(
+    tokens: Vec<TokenWithSpan>,
+    dialect: &dyn Dialect,
+    limit: usize,
+) -> Option<DFStatement> {
+    let mut statements = DFParserBuilder::new(tokens)
+        .with_dialect(dialect)
+        .with_recursion_limit(limit)
+        .build()
+        .ok()?
+        .parse_statements()
+        .ok()?;
+    (statements.len() == 1)
+        .then(|| statements.pop_front())
+        .flatten()
 }

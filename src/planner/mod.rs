@@ -16,6 +16,7 @@ pub(crate) mod version_clause;
 pub use alter::execute_lance_plan;
 pub(crate) use dml::LanceDmlRewrite;
 pub use intercept::plan_lance_sql;
+pub(crate) use intercept::{Intercepted, intercept};
 pub(crate) use merge::LanceMergePlanner;
 pub use snapshot::{LanceQueryPlanner, resolve_lance_tables};
 pub(crate) use vector_check::VectorDimensionCheck;
