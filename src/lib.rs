@@ -54,10 +54,10 @@ pub use udf::{
 pub use udtf::{
     CACHE_STATS_FUNCTION_NAME, CREATE_INDEX_FUNCTION_NAME, CacheStatsFunction,
     DROP_INDEX_FUNCTION_NAME, FRAGMENTS_FUNCTION_NAME, FTS_FUNCTION_NAME, FtsFunction,
-    INDICES_FUNCTION_NAME, IndexFunction, MetadataFunction, MetadataKind, OPTIMIZE_FUNCTION_NAME,
-    OptimizeFunction, ROWS_FUNCTION_NAME, RowsFunction, TAG_FUNCTION_NAME, TAGS_FUNCTION_NAME,
-    TagFunction, VACUUM_FUNCTION_NAME, VECTOR_SEARCH_FUNCTION_NAME, VERSIONS_FUNCTION_NAME,
-    VacuumFunction, VectorSearchFunction,
+    HYBRID_SEARCH_FUNCTION_NAME, HybridSearchFunction, INDICES_FUNCTION_NAME, IndexFunction,
+    MetadataFunction, MetadataKind, OPTIMIZE_FUNCTION_NAME, OptimizeFunction, ROWS_FUNCTION_NAME,
+    RowsFunction, TAG_FUNCTION_NAME, TAGS_FUNCTION_NAME, TagFunction, VACUUM_FUNCTION_NAME,
+    VECTOR_SEARCH_FUNCTION_NAME, VERSIONS_FUNCTION_NAME, VacuumFunction, VectorSearchFunction,
 };
 
 /// The `STORED AS` name of Lance tables.
@@ -105,6 +105,10 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
     ctx.register_udtf(
         VECTOR_SEARCH_FUNCTION_NAME,
         Arc::new(VectorSearchFunction::default()),
+    );
+    ctx.register_udtf(
+        HYBRID_SEARCH_FUNCTION_NAME,
+        Arc::new(HybridSearchFunction::default()),
     );
     ctx.register_udtf(TAG_FUNCTION_NAME, Arc::new(TagFunction::default()));
     ctx.register_udtf(
@@ -194,7 +198,7 @@ impl LanceSessionContextExt for SessionContext {
     ) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
         let state = self.state();
         match planner::intercept(&state, sql).await? {
-            Intercepted::Ours(plan) => execute_lance_plan(self, plan).await,
+            Intercepted::Ours(plan) => execute_lance_plan(self, *plan).await,
             // What `SessionContext::sql` does after parsing: the text is
             // tokenized and parsed once per statement, not twice.
             Intercepted::DataFusions(statement) => {

@@ -39,6 +39,7 @@ use crate::table::{LanceTableProvider, ProviderParts};
 use crate::udtf::cache_stats::CacheStats;
 use crate::udtf::metadata::{Metadata, MetadataKind};
 use crate::udtf::search::fts::FullTextSearch;
+use crate::udtf::search::hybrid::{HYBRID_SEARCH_FUNCTION_NAME, HybridSearch};
 use crate::udtf::search::vector::{QueryVector, VectorSearch};
 
 /// Starts the bytes of `STORED AS LANCE` (telling them from the formats
@@ -79,6 +80,39 @@ impl LanceLogicalCodec {
     }
 
     storage_policy_builders!();
+
+    fn encode_vector_search(&self, search: &VectorSearch) -> DFResult<proto::VectorSearchTable> {
+        let (vector, subquery) = match &search.vector {
+            QueryVector::Literal(v) => (v.clone(), None),
+            QueryVector::Subquery(plan) => (vec![], Some(self.encode_plan(plan)?)),
+        };
+        let mut query = search.query.clone();
+        query.vector = vector;
+        Ok(proto::VectorSearchTable {
+            name: search.name.clone(),
+            table: Some(self.encode_table(&search.table)?),
+            query: Some(encode_query(&query, self)?),
+            subquery,
+        })
+    }
+
+    fn decode_vector_search(
+        &self,
+        search: proto::VectorSearchTable,
+        ctx: &TaskContext,
+    ) -> DFResult<VectorSearch> {
+        let mut query = decode_query(required(search.query, "vector query")?, ctx, self)?;
+        let vector = match search.subquery {
+            Some(plan) => QueryVector::Subquery(Arc::new(self.decode_plan(Some(plan), ctx)?)),
+            None => QueryVector::Literal(std::mem::take(&mut query.vector)),
+        };
+        Ok(VectorSearch::new(
+            search.name,
+            self.decode_table(search.table, ctx)?,
+            vector,
+            query,
+        ))
+    }
 
     fn encode_table(&self, table: &LanceTableProvider) -> DFResult<proto::Table> {
         let ProviderParts {
@@ -240,17 +274,15 @@ impl LanceLogicalCodec {
             })));
         }
         if let Some(search) = provider.downcast_ref::<VectorSearch>() {
-            let (vector, subquery) = match &search.vector {
-                QueryVector::Literal(v) => (v.clone(), None),
-                QueryVector::Subquery(plan) => (vec![], Some(self.encode_plan(plan)?)),
-            };
-            let mut query = search.query.clone();
-            query.vector = vector;
-            return Ok(Some(Table::VectorSearch(proto::VectorSearchTable {
-                name: search.name.clone(),
-                table: Some(self.encode_table(&search.table)?),
-                query: Some(encode_query(&query, self)?),
-                subquery,
+            return Ok(Some(Table::VectorSearch(
+                self.encode_vector_search(search)?,
+            )));
+        }
+        if let Some(search) = provider.downcast_ref::<HybridSearch>() {
+            return Ok(Some(Table::HybridSearch(proto::HybridSearchTable {
+                vector: Some(self.encode_vector_search(&search.vector)?),
+                text: Some(encode_text(&search.text.query, self)?),
+                rrf_k: search.rrf_k,
             })));
         }
         if let Some(search) = provider.downcast_ref::<FullTextSearch>() {
@@ -352,20 +384,18 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
             Table::Fragments(target) => self.decode_metadata(MetadataKind::Fragments, target)?,
             Table::Tags(target) => self.decode_metadata(MetadataKind::Tags, target)?,
             Table::Indices(target) => self.decode_metadata(MetadataKind::Indices, target)?,
-            Table::VectorSearch(search) => {
-                let mut query = decode_query(required(search.query, "vector query")?, ctx, self)?;
-                let vector = match search.subquery {
-                    Some(plan) => {
-                        QueryVector::Subquery(Arc::new(self.decode_plan(Some(plan), ctx)?))
-                    }
-                    None => QueryVector::Literal(std::mem::take(&mut query.vector)),
-                };
-                Arc::new(VectorSearch::new(
-                    search.name,
-                    self.decode_table(search.table, ctx)?,
-                    vector,
-                    query,
-                ))
+            Table::VectorSearch(search) => Arc::new(self.decode_vector_search(search, ctx)?),
+            Table::HybridSearch(search) => {
+                let mut vector =
+                    self.decode_vector_search(required(search.vector, "vector search")?, ctx)?;
+                vector.function = HYBRID_SEARCH_FUNCTION_NAME;
+                let mut text = FullTextSearch::new(
+                    vector.name.clone(),
+                    Arc::clone(&vector.table),
+                    decode_text(required(search.text, "text query")?, ctx, self)?,
+                );
+                text.function = HYBRID_SEARCH_FUNCTION_NAME;
+                Arc::new(HybridSearch::new(vector, text, search.rrf_k))
             }
             Table::FullTextSearch(search) => Arc::new(FullTextSearch::new(
                 search.name,

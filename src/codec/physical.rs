@@ -24,7 +24,9 @@ use super::maintenance::{
     encode_tag, encode_vacuum,
 };
 use super::proto::{self, physical_node::Node};
-use super::search::{decode_query, decode_text, encode_query, encode_text};
+use super::search::{
+    decode_hybrid, decode_query, decode_text, encode_hybrid, encode_query, encode_text,
+};
 use super::{
     StoragePolicy, check_format, decode_kind, decode_merge_options, decode_output, decode_schema,
     decode_snapshot, encode_kind, encode_merge_options, encode_message, encode_output,
@@ -100,9 +102,10 @@ impl LancePhysicalCodec {
         }
         if let Some(search) = node.downcast_ref::<LanceSearchExec>() {
             let codec = DefaultLogicalExtensionCodec {};
-            let (query, text) = match search.query() {
-                SearchQuery::Vector(q) => (Some(encode_query(q, &codec)?), None),
-                SearchQuery::FullText(q) => (None, Some(encode_text(q, &codec)?)),
+            let (query, text, hybrid) = match search.query() {
+                SearchQuery::Vector(q) => (Some(encode_query(q, &codec)?), None, None),
+                SearchQuery::FullText(q) => (None, Some(encode_text(q, &codec)?), None),
+                SearchQuery::Hybrid(q) => (None, None, Some(Box::new(encode_hybrid(q, &codec)?))),
             };
             return Ok(Some(Node::Search(proto::SearchNode {
                 location: Some(s.encode_location(search.location())),
@@ -111,6 +114,7 @@ impl LancePhysicalCodec {
                 query,
                 schema: Some(encode_schema(&search.schema())?),
                 text,
+                hybrid,
             })));
         }
         if let Some(alter) = node.downcast_ref::<LanceAlterExec>() {
@@ -297,9 +301,12 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
             )),
             Node::Search(search) => {
                 let codec = DefaultLogicalExtensionCodec {};
-                let query = match (search.query, search.text) {
-                    (Some(q), None) => SearchQuery::Vector(decode_query(q, ctx, &codec)?),
-                    (None, Some(q)) => SearchQuery::FullText(decode_text(q, ctx, &codec)?),
+                let query = match (search.query, search.text, search.hybrid) {
+                    (Some(q), None, None) => SearchQuery::Vector(decode_query(q, ctx, &codec)?),
+                    (None, Some(q), None) => SearchQuery::FullText(decode_text(q, ctx, &codec)?),
+                    (None, None, Some(q)) => {
+                        SearchQuery::Hybrid(Box::new(decode_hybrid(*q, ctx, &codec)?))
+                    }
                     _ => return Err(malformed("search query")),
                 };
                 Arc::new(LanceSearchExec::new(

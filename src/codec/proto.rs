@@ -386,6 +386,30 @@ pub(crate) struct SearchNode {
     pub schema: Option<Schema>,
     #[prost(message, optional, tag = "6")]
     pub text: Option<TextQuery>,
+    #[prost(message, optional, boxed, tag = "7")]
+    pub hybrid: Option<Box<HybridQuery>>,
+}
+
+/// Both halves of a hybrid search and the fusion constant.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct HybridQuery {
+    #[prost(message, optional, tag = "1")]
+    pub vector: Option<VectorQuery>,
+    #[prost(message, optional, tag = "2")]
+    pub text: Option<TextQuery>,
+    #[prost(uint32, tag = "3")]
+    pub rrf_k: u32,
+}
+
+/// `lance_hybrid_search(...)`: its two halves on one table.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct HybridSearchTable {
+    #[prost(message, optional, tag = "1")]
+    pub vector: Option<VectorSearchTable>,
+    #[prost(message, optional, tag = "2")]
+    pub text: Option<TextQuery>,
+    #[prost(uint32, tag = "3")]
+    pub rrf_k: u32,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -566,7 +590,7 @@ pub(crate) struct Provider {
     pub format: u32,
     #[prost(
         oneof = "provider::Table",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17"
     )]
     pub table: Option<provider::Table>,
 }
@@ -604,5 +628,7 @@ pub(crate) mod provider {
         FullTextSearch(super::FullTextSearchTable),
         #[prost(message, tag = "16")]
         Alter(super::AlterTable),
+        #[prost(message, tag = "17")]
+        HybridSearch(super::HybridSearchTable),
     }
 }

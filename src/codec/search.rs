@@ -8,7 +8,7 @@ use datafusion_proto::logical_plan::from_proto::parse_expr;
 use datafusion_proto::logical_plan::to_proto::serialize_expr;
 
 use super::{malformed, proto};
-use crate::physical_plan::{Metric, TextQuery, VectorQuery};
+use crate::physical_plan::{HybridQuery, Metric, TextQuery, VectorQuery};
 
 pub(super) fn encode_query(
     query: &VectorQuery,
@@ -97,5 +97,31 @@ pub(super) fn decode_text(
             .filter
             .map(|f| parse_expr(&f, ctx, codec))
             .transpose()?,
+    })
+}
+
+pub(super) fn encode_hybrid(
+    query: &HybridQuery,
+    codec: &dyn LogicalExtensionCodec,
+) -> DFResult<proto::HybridQuery> {
+    Ok(proto::HybridQuery {
+        vector: Some(encode_query(&query.vector, codec)?),
+        text: Some(encode_text(&query.text, codec)?),
+        rrf_k: query.rrf_k,
+    })
+}
+
+pub(super) fn decode_hybrid(
+    query: proto::HybridQuery,
+    ctx: &TaskContext,
+    codec: &dyn LogicalExtensionCodec,
+) -> DFResult<HybridQuery> {
+    let (Some(vector), Some(text)) = (query.vector, query.text) else {
+        return Err(malformed("hybrid query without both halves"));
+    };
+    Ok(HybridQuery {
+        vector: decode_query(vector, ctx, codec)?,
+        text: decode_text(text, ctx, codec)?,
+        rrf_k: query.rrf_k,
     })
 }

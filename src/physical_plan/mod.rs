@@ -8,6 +8,7 @@
 pub(crate) mod alter;
 pub(crate) mod commit;
 pub(crate) mod delete;
+pub(crate) mod hybrid;
 pub(crate) mod in_flight;
 pub(crate) mod index;
 pub(crate) mod index_options;
@@ -31,6 +32,7 @@ pub(crate) mod write;
 pub use alter::{DEFAULT_METADATA_KEY, LanceAlterExec, NewValues, SchemaChange};
 pub use commit::LanceCommitExec;
 pub use delete::LanceDeleteExec;
+pub use hybrid::{DEFAULT_RRF_K, HybridQuery, RELEVANCE_COLUMN};
 pub use index::{IndexChange, IndexDefinition, LanceIndexExec};
 pub use index_options::IndexMethod;
 pub use maintenance::{Maintenance, MaintenanceExec};

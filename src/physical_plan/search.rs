@@ -19,12 +19,13 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use lance::dataset::scanner::Scanner;
 use lance_index::scalar::FullTextSearchQuery;
 use lance_index::scalar::inverted::query::{FtsQuery, MatchQuery, Operator, PhraseQuery};
 use lance_linalg::distance::DistanceType;
 
+use super::hybrid::{HybridQuery, RELEVANCE_COLUMN, Ranked, fuse};
 use super::scan::conform;
 use crate::error::Error;
 use crate::location::{Snapshot, TableLocation};
@@ -44,6 +45,11 @@ pub(crate) fn distance_field() -> Field {
 /// The `_score` field.
 pub(crate) fn score_field() -> Field {
     Field::new(SCORE_COLUMN, DataType::Float32, true)
+}
+
+/// The `_relevance` field.
+pub(crate) fn relevance_field() -> Field {
+    Field::new(RELEVANCE_COLUMN, DataType::Float64, false)
 }
 
 /// A distance metric Lance searches with.
@@ -140,6 +146,9 @@ pub enum SearchQuery {
     Vector(VectorQuery),
     /// Full text: the node adds `_score`.
     FullText(TextQuery),
+    /// Both, fused by reciprocal rank: the node adds `_distance`, `_score`
+    /// and `_relevance`.
+    Hybrid(Box<HybridQuery>),
 }
 
 /// A search of one snapshot (`lance_vector_search`, `lance_fts`): emits the
@@ -214,6 +223,13 @@ impl DisplayAs for LanceSearchExec {
         match &self.query {
             SearchQuery::Vector(q) => fmt_vector(q, f),
             SearchQuery::FullText(q) => fmt_text(q, f),
+            SearchQuery::Hybrid(q) => {
+                write!(f, "hybrid=[")?;
+                fmt_vector(&q.vector, f)?;
+                write!(f, "; ")?;
+                fmt_text(&q.text, f)?;
+                write!(f, "], rrf_k={}", q.rrf_k)
+            }
         }
     }
 }
@@ -308,31 +324,75 @@ impl ExecutionPlan for LanceSearchExec {
             let dataset = cache
                 .open_snapshot(&location.uri, &params, &snapshot)
                 .await?;
+            if let SearchQuery::Hybrid(q) = &query {
+                let run = |text: bool| {
+                    let (dataset, columns) = (&dataset, &columns);
+                    async move {
+                        let extra = if text { SCORE_COLUMN } else { DISTANCE_COLUMN };
+                        let mut scanner = dataset.scan();
+                        scanner.disable_scoring_autoprojection();
+                        scanner.project(&with(columns, extra))?;
+                        scanner.with_row_id();
+                        if text {
+                            full_text(&mut scanner, &q.text)?;
+                        } else {
+                            nearest(&mut scanner, &q.vector)?;
+                        }
+                        let stream = scanner.try_into_stream().await?;
+                        let schema = lance_io::stream::RecordBatchStream::schema(&stream);
+                        let batches: Vec<_> = stream.try_collect().await?;
+                        Ok::<_, lance::Error>((schema, batches))
+                    }
+                };
+                let ((vs, vb), (ts, tb)) =
+                    futures::try_join!(run(false), run(true)).map_err(&lance_err)?;
+                let vector = Ranked::new(&vb, &vs, DISTANCE_COLUMN)?;
+                let text = Ranked::new(&tb, &ts, SCORE_COLUMN)?;
+                let fused = fuse(
+                    &vector,
+                    &text,
+                    columns.len(),
+                    q.vector.k,
+                    q.rrf_k,
+                    &conform_to,
+                )?;
+                let batch = conform(fused, &conform_to);
+                return Ok::<_, DataFusionError>(futures::stream::once(async { batch }).boxed());
+            }
             let mut scanner = dataset.scan();
             // The scoring column by name, where the plan wants it (Lance's
             // automatic scoring projection is deprecated).
             let extra = match &query {
                 SearchQuery::Vector(_) => DISTANCE_COLUMN,
-                SearchQuery::FullText(_) => SCORE_COLUMN,
+                SearchQuery::FullText(_) | SearchQuery::Hybrid(_) => SCORE_COLUMN,
             };
-            let mut projected = columns.clone();
-            projected.push(extra.to_string());
             scanner.disable_scoring_autoprojection();
-            scanner.project(&projected).map_err(&lance_err)?;
+            scanner
+                .project(&with(&columns, extra))
+                .map_err(&lance_err)?;
             match &query {
                 SearchQuery::Vector(q) => nearest(&mut scanner, q).map_err(&lance_err)?,
                 SearchQuery::FullText(q) => full_text(&mut scanner, q).map_err(&lance_err)?,
+                SearchQuery::Hybrid(q) => full_text(&mut scanner, &q.text).map_err(&lance_err)?,
             }
             let batches = scanner.try_into_stream().await.map_err(&lance_err)?;
             Ok::<_, DataFusionError>(
                 batches
                     .map_err(lance_err)
-                    .and_then(move |batch| futures::future::ready(conform(batch, &conform_to))),
+                    .and_then(move |batch| futures::future::ready(conform(batch, &conform_to)))
+                    .boxed(),
             )
         })
         .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
+}
+
+/// `columns` and then `extra`.
+fn with(columns: &[String], extra: &str) -> Vec<String> {
+    let mut all = columns.to_vec();
+    all.push(extra.to_string());
+    all
 }
 
 /// Configures `scanner` for a nearest-neighbour query.

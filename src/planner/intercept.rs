@@ -42,7 +42,7 @@ use crate::catalog::{plan_catalog_ddl, refresh_catalogs_of};
 /// `TIMESTAMP AS OF` expression) but never writes.
 pub async fn plan_lance_sql(state: &SessionState, sql: &str) -> DFResult<Option<LogicalPlan>> {
     Ok(match intercept(state, sql).await? {
-        Intercepted::Ours(plan) => Some(plan),
+        Intercepted::Ours(plan) => Some(*plan),
         Intercepted::DataFusions(_) | Intercepted::Unparsed => None,
     })
 }
@@ -50,7 +50,7 @@ pub async fn plan_lance_sql(state: &SessionState, sql: &str) -> DFResult<Option<
 /// What [`intercept`] made of a statement.
 pub(crate) enum Intercepted {
     /// A statement this crate plans, planned.
-    Ours(LogicalPlan),
+    Ours(Box<LogicalPlan>),
     /// Any other statement, parsed exactly as DataFusion parses it (the same
     /// tokens, dialect and recursion limit): DataFusion plans it from here
     /// without parsing the text again.
@@ -102,7 +102,9 @@ pub(crate) async fn intercept(state: &SessionState, sql: &str) -> DFResult<Inter
     };
     // A statement that may be ours but is not was parsed with this crate's
     // extensions: DataFusion parses the text again, for its own errors.
-    Ok(planned.map_or(Intercepted::Unparsed, Intercepted::Ours))
+    Ok(planned.map_or(Intercepted::Unparsed, |plan| {
+        Intercepted::Ours(Box::new(plan))
+    }))
 }
 
 /// Plans `statement` when it is `MERGE INTO`, `CREATE INDEX`, `DROP INDEX`

@@ -40,6 +40,7 @@ use crate::table::merge::LanceMerge;
 use crate::table::statement::{Maintain, StatementTable, resolve_named, statement_of};
 use crate::udtf::metadata::Metadata;
 use crate::udtf::search::fts::FullTextSearch;
+use crate::udtf::search::hybrid::HybridSearch;
 use crate::udtf::search::vector::{QueryVector, VectorSearch};
 
 /// Resolves every Lance table a statement references to one version, then
@@ -158,25 +159,23 @@ impl Snapshots {
             }
             if let Some(search) = provider.downcast_ref::<VectorSearch>() {
                 let table = self.fix_table(&search.table, state).await?;
-                let vector = match &search.vector {
-                    QueryVector::Subquery(plan) => QueryVector::Subquery(Arc::new(
-                        self.fix(state.optimize(plan)?, state).await?,
-                    )),
-                    literal => literal.clone(),
-                };
-                return Ok(Some(Arc::new(VectorSearch::new(
-                    search.name.clone(),
-                    table,
-                    vector,
-                    search.query.clone(),
-                ))));
+                return Ok(Some(Arc::new(self.fix_vector(search, table, state).await?)));
             }
             if let Some(search) = provider.downcast_ref::<FullTextSearch>() {
                 let table = self.fix_table(&search.table, state).await?;
-                return Ok(Some(Arc::new(FullTextSearch::new(
-                    search.name.clone(),
-                    table,
-                    search.query.clone(),
+                return Ok(Some(Arc::new(fix_text(search, table))));
+            }
+            if let Some(search) = provider.downcast_ref::<HybridSearch>() {
+                // One version for both halves.
+                let table = self.fix_table(&search.vector.table, state).await?;
+                let vector = self
+                    .fix_vector(&search.vector, Arc::clone(&table), state)
+                    .await?;
+                let text = fix_text(&search.text, table);
+                return Ok(Some(Arc::new(HybridSearch::new(
+                    vector,
+                    text,
+                    search.rrf_k,
                 ))));
             }
             let provider = provider.as_ref();
@@ -201,6 +200,24 @@ impl Snapshots {
             resolve_named::<Maintain<VacuumOptions>>(provider, state).await
         }
         .boxed()
+    }
+
+    /// `search` on `table` (pinned), its subquery vector fixed too.
+    async fn fix_vector(
+        &mut self,
+        search: &VectorSearch,
+        table: Arc<LanceTableProvider>,
+        state: &SessionState,
+    ) -> DFResult<VectorSearch> {
+        let vector = match &search.vector {
+            QueryVector::Subquery(plan) => {
+                QueryVector::Subquery(Arc::new(self.fix(state.optimize(plan)?, state).await?))
+            }
+            literal => literal.clone(),
+        };
+        let mut fixed = VectorSearch::new(search.name.clone(), table, vector, search.query.clone());
+        fixed.function = search.function;
+        Ok(fixed)
     }
 
     async fn fix_table(
@@ -343,4 +360,11 @@ pub(crate) fn install(state: &mut SessionState) {
         .with_session_id(state.session_id().to_string())
         .with_query_planner(planner)
         .build();
+}
+
+/// `search` on `table` (pinned).
+fn fix_text(search: &FullTextSearch, table: Arc<LanceTableProvider>) -> FullTextSearch {
+    let mut fixed = FullTextSearch::new(search.name.clone(), table, search.query.clone());
+    fixed.function = search.function;
+    fixed
 }

@@ -24,6 +24,7 @@ pub use metadata::{
 pub use optimize::{OPTIMIZE_FUNCTION_NAME, OptimizeFunction};
 pub use rows::{ROWS_FUNCTION_NAME, RowsFunction};
 pub use search::fts::{FTS_FUNCTION_NAME, FtsFunction};
+pub use search::hybrid::{HYBRID_SEARCH_FUNCTION_NAME, HybridSearchFunction};
 pub use search::vector::{VECTOR_SEARCH_FUNCTION_NAME, VectorSearchFunction};
 pub use tag::{TAG_FUNCTION_NAME, TagFunction};
 pub use vacuum::{VACUUM_FUNCTION_NAME, VacuumFunction};

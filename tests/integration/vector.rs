@@ -433,15 +433,6 @@ fn exact_top(vectors: &[f32], dim: usize, q: &[f32], k: usize) -> Vec<(i64, f32)
 /// index encode, decode in another context, and run the same there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vector_search_round_trips_through_the_codecs() {
-    use datafusion::physical_plan::{collect, displayable};
-    use datafusion_lance::codec::{LanceLogicalCodec, LancePhysicalCodec};
-    use datafusion_lance::physical_plan::LanceSearchExec;
-    use datafusion_lance::{LanceSessionContextExt, resolve_lance_tables};
-    use datafusion_proto::bytes::{
-        logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
-        physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
-    };
-
     let dir = tempfile::tempdir().unwrap();
     let uri = dataset_path(&dir, "vectors.lance");
     let mut rng = StdRng::seed_from_u64(0xc0de_c0de);
@@ -458,9 +449,6 @@ async fn a_vector_search_round_trips_through_the_codecs() {
         .map(|i| format!("{:?}", (i as f32) / 10.0))
         .collect::<Vec<_>>()
         .join(", ");
-    let explain = |plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
-        displayable(plan.as_ref()).indent(true).to_string()
-    };
     // An index, so that ORDER BY ... LIMIT plans a search too.
     ok(
         &origin,
@@ -478,53 +466,122 @@ async fn a_vector_search_round_trips_through_the_codecs() {
          'use_index=false')"
             .to_string(),
     ] {
-        let df = origin.lance_sql(&statement).await.unwrap();
-        let expected = sorted_rows(&df.clone().collect().await.unwrap());
-        assert!(!expected.is_empty(), "{statement}");
+        assert_round_trips(&origin, &worker, &statement).await;
+    }
+}
 
-        // Physical: every field of the node survives.
-        let plan = df.clone().create_physical_plan().await.unwrap();
-        let codec = LancePhysicalCodec::new();
-        let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &codec).unwrap();
-        let decoded =
-            physical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec)
-                .unwrap();
-        assert_eq!(explain(&decoded), explain(&plan), "{statement}");
-        let node = |p: &Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
-            let mut p = Arc::clone(p);
-            loop {
-                if let Some(n) = p.downcast_ref::<LanceSearchExec>() {
-                    return (
-                        n.location().clone(),
-                        n.snapshot().clone(),
-                        n.columns().to_vec(),
-                        n.query().clone(),
-                    );
-                }
-                p = Arc::clone(p.children()[0]);
+/// `statement` planned in `origin`, encoded with the physical and the logical
+/// codec, decoded in `worker` and run there: the same node fields, plan text
+/// and rows.
+async fn assert_round_trips(
+    origin: &datafusion::prelude::SessionContext,
+    worker: &datafusion::prelude::SessionContext,
+    statement: &str,
+) {
+    use datafusion::physical_plan::{collect, displayable};
+    use datafusion_lance::codec::{LanceLogicalCodec, LancePhysicalCodec};
+    use datafusion_lance::physical_plan::LanceSearchExec;
+    use datafusion_lance::{LanceSessionContextExt, resolve_lance_tables};
+    use datafusion_proto::bytes::{
+        logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
+        physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+    };
+
+    let explain = |plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
+        displayable(plan.as_ref()).indent(true).to_string()
+    };
+    let df = origin.lance_sql(statement).await.unwrap();
+    let expected = sorted_rows(&df.clone().collect().await.unwrap());
+    assert!(!expected.is_empty(), "{statement}");
+
+    // Physical: every field of the node survives.
+    let plan = df.clone().create_physical_plan().await.unwrap();
+    let codec = LancePhysicalCodec::new();
+    let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &codec).unwrap();
+    let decoded =
+        physical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec).unwrap();
+    assert_eq!(explain(&decoded), explain(&plan), "{statement}");
+    let node = |p: &Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
+        let mut p = Arc::clone(p);
+        loop {
+            if let Some(n) = p.downcast_ref::<LanceSearchExec>() {
+                return (
+                    n.location().clone(),
+                    n.snapshot().clone(),
+                    n.columns().to_vec(),
+                    n.query().clone(),
+                );
             }
-        };
-        assert_eq!(node(&decoded), node(&plan), "{statement}");
-        let rows = sorted_rows(&collect(decoded, worker.task_ctx()).await.unwrap());
-        assert_eq!(rows, expected, "{statement}");
+            p = Arc::clone(p.children()[0]);
+        }
+    };
+    assert_eq!(node(&decoded), node(&plan), "{statement}");
+    let rows = sorted_rows(&collect(decoded, worker.task_ctx()).await.unwrap());
+    assert_eq!(rows, expected, "{statement}");
 
-        // Logical: resolved, encoded, planned and run by the worker.
-        let state = origin.state();
-        let plan = resolve_lance_tables(state.optimize(df.logical_plan()).unwrap(), &state)
-            .await
-            .unwrap();
-        let codec = LanceLogicalCodec::new();
-        let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &codec).unwrap();
-        let decoded =
-            logical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec)
-                .unwrap();
-        let rows = worker
-            .execute_logical_plan(decoded)
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
-        assert_eq!(sorted_rows(&rows), expected, "{statement}");
+    // Logical: resolved, encoded, planned and run by the worker.
+    let state = origin.state();
+    let plan = resolve_lance_tables(state.optimize(df.logical_plan()).unwrap(), &state)
+        .await
+        .unwrap();
+    let codec = LanceLogicalCodec::new();
+    let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &codec).unwrap();
+    let decoded =
+        logical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec).unwrap();
+    let rows = worker
+        .execute_logical_plan(decoded)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(sorted_rows(&rows), expected, "{statement}");
+}
+
+/// `lance_hybrid_search` plans — a literal or a subquery vector, options of
+/// both halves, a prefilter and `rrf_k` — encode, decode in another context,
+/// and run the same there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hybrid_search_round_trips_through_the_codecs() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "docs.lance");
+    let (origin, worker) = (context(2, &private_cache()), context(2, &private_cache()));
+    for ctx in [&origin, &worker] {
+        ok(
+            ctx,
+            &format!(
+                "CREATE EXTERNAL TABLE d (id BIGINT NOT NULL, body VARCHAR, emb FLOAT[2]) \
+                 STORED AS LANCE LOCATION '{uri}'"
+            ),
+        )
+        .await;
+    }
+    let words = ["red", "fox", "blue", "whale", "green", "tree"];
+    let rows = (0..60)
+        .map(|i| {
+            let body = format!(
+                "{} {} {}",
+                words[i % 6],
+                words[(i / 6) % 6],
+                words[(i * 7) % 6]
+            );
+            format!(
+                "({i}, '{body}', [{}, {}])",
+                (i as f32).sin(),
+                (i as f32).cos()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    ok(&origin, &format!("INSERT INTO d VALUES {rows}")).await;
+    ok(&origin, "CREATE INDEX body_fts ON d USING INVERTED (body)").await;
+    for statement in [
+        "SELECT id, body, _distance, _score, _relevance FROM lance_hybrid_search('d', 'emb', \
+         [0.5, 0.5], 'red fox', 8, 'metric=cosine', 'operator=and', 'fuzziness=1', \
+         'filter=id < 50', 'rrf_k=10')",
+        "SELECT _relevance, id FROM lance_hybrid_search('d', 'emb', \
+         (SELECT emb FROM d WHERE id = 17), 'whale', 5, 'columns=body', 'use_index=false')",
+    ] {
+        assert_round_trips(&origin, &worker, statement).await;
     }
 }

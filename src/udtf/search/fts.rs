@@ -25,6 +25,7 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
+use lance::Dataset;
 
 use super::{check_prefilter, lookup, parse_filter, plan_search, string, with_extra};
 use crate::config::parse_bool;
@@ -76,6 +77,8 @@ impl TableFunctionImpl for FtsFunction {
 /// A `lance_fts(...)` call: a table whose scan plans a
 /// [`crate::physical_plan::LanceSearchExec`].
 pub(crate) struct FullTextSearch {
+    /// The SQL function planning it (named in errors).
+    pub(crate) function: &'static str,
     /// The table as the query names it.
     pub(crate) name: String,
     pub(crate) table: Arc<LanceTableProvider>,
@@ -95,8 +98,9 @@ impl fmt::Debug for FullTextSearch {
 impl FullTextSearch {
     /// `query` on `table`, called `name` in the statement.
     pub(crate) fn new(name: String, table: Arc<LanceTableProvider>, query: TextQuery) -> Self {
-        let schema = with_extra(&table.schema(), score_field());
+        let schema = with_extra(&table.schema(), vec![score_field()]);
         Self {
+            function: FTS_FUNCTION_NAME,
             name,
             table,
             query,
@@ -104,7 +108,66 @@ impl FullTextSearch {
         }
     }
 
-    fn set(&mut self, option: &str, session: &dyn Session) -> DFResult<()> {
+    /// The query to run on `dataset` (the statement's version): its columns
+    /// checked for INVERTED indexes, a phrase's column resolved, a filter
+    /// checked (Lance must answer it with DataFusion's semantics).
+    pub(crate) async fn prepared(&self, dataset: &Dataset) -> DFResult<TextQuery> {
+        let function = self.function;
+        let indexes = ColumnIndexes::of(dataset).await;
+        let indexed = indexes.columns_with(&IndexKind::Inverted);
+        let create = |column: &str| {
+            format!(
+                "CREATE INDEX {column}_fts ON {} USING INVERTED ({column})",
+                self.name
+            )
+        };
+        if let Some(missing) = self
+            .query
+            .columns
+            .iter()
+            .find(|c| !indexes.has(c, &IndexKind::Inverted))
+        {
+            return plan_err!(
+                "{function}: column '{missing}' of '{}' has no INVERTED index; create \
+                 one with {}",
+                self.name,
+                create(missing)
+            );
+        }
+        if indexed.is_empty() {
+            return plan_err!(
+                "{function}: '{}' has no INVERTED index; create one with {}",
+                self.name,
+                create("<column>")
+            );
+        }
+        if self.query.phrase && self.query.columns.len() > 1 {
+            return plan_err!("{function}: a phrase searches one column");
+        }
+        if let Some(filter) = &self.query.filter {
+            check_prefilter(
+                function,
+                filter,
+                &indexes,
+                &self.table.schema(),
+                "filter the results in WHERE instead",
+            )?;
+        }
+        let mut query = self.query.clone();
+        if query.phrase && query.columns.is_empty() {
+            query.columns = indexed;
+            if query.columns.len() > 1 {
+                return plan_err!(
+                    "{function}: a phrase searches one column; name it with \
+                     'columns=<column>'"
+                );
+            }
+        }
+        Ok(query)
+    }
+
+    pub(crate) fn set(&mut self, option: &str, session: &dyn Session) -> DFResult<()> {
+        let function = self.function;
         let Some((key, value)) = option.split_once('=') else {
             return Err(unknown(option).into());
         };
@@ -115,10 +178,7 @@ impl FullTextSearch {
                 q.columns = value.split(',').map(|c| c.trim().to_string()).collect();
                 let schema = self.table.schema();
                 if let Some(missing) = q.columns.iter().find(|c| schema.index_of(c).is_err()) {
-                    return plan_err!(
-                        "{FTS_FUNCTION_NAME}: '{}' has no column '{missing}'",
-                        self.name
-                    );
+                    return plan_err!("{function}: '{}' has no column '{missing}'", self.name);
                 }
             }
             "limit" => match value.parse::<usize>() {
@@ -143,14 +203,7 @@ impl FullTextSearch {
                 }
             }
             "phrase" => q.phrase = parse_bool(key, value)?,
-            "filter" => {
-                q.filter = Some(parse_filter(
-                    FTS_FUNCTION_NAME,
-                    session,
-                    &self.table,
-                    value,
-                )?)
-            }
+            "filter" => q.filter = Some(parse_filter(function, session, &self.table, value)?),
             _ => return Err(unknown(option).into()),
         }
         Ok(())
@@ -185,63 +238,14 @@ impl TableProvider for FullTextSearch {
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let dataset = self.table.snapshot(state).await?;
-        let indexes = ColumnIndexes::of(&dataset).await;
-        let indexed = indexes.columns_with(&IndexKind::Inverted);
-        let create = |column: &str| {
-            format!(
-                "CREATE INDEX {column}_fts ON {} USING INVERTED ({column})",
-                self.name
-            )
-        };
-        if let Some(missing) = self
-            .query
-            .columns
-            .iter()
-            .find(|c| !indexes.has(c, &IndexKind::Inverted))
-        {
-            return plan_err!(
-                "{FTS_FUNCTION_NAME}: column '{missing}' of '{}' has no INVERTED index; create \
-                 one with {}",
-                self.name,
-                create(missing)
-            );
-        }
-        if indexed.is_empty() {
-            return plan_err!(
-                "{FTS_FUNCTION_NAME}: '{}' has no INVERTED index; create one with {}",
-                self.name,
-                create("<column>")
-            );
-        }
-        if self.query.phrase && self.query.columns.len() > 1 {
-            return plan_err!("{FTS_FUNCTION_NAME}: a phrase searches one column");
-        }
-        if let Some(filter) = &self.query.filter {
-            check_prefilter(
-                FTS_FUNCTION_NAME,
-                filter,
-                &indexes,
-                &self.table.schema(),
-                "filter the results in WHERE instead",
-            )?;
-        }
-        let mut query = self.query.clone();
-        if query.phrase && query.columns.is_empty() {
-            query.columns = indexed;
-            if query.columns.len() > 1 {
-                return plan_err!(
-                    "{FTS_FUNCTION_NAME}: a phrase searches one column; name it with \
-                     'columns=<column>'"
-                );
-            }
-        }
+        let query = self.prepared(&dataset).await?;
         plan_search(
             state,
             &self.table,
             &dataset,
             projection,
             SearchQuery::FullText(query),
-            score_field(),
+            vec![score_field()],
             None,
         )
     }

@@ -4,6 +4,7 @@
 //! filters and projections are handled here.
 
 pub(crate) mod fts;
+pub(crate) mod hybrid;
 pub(crate) mod vector;
 
 use std::sync::Arc;
@@ -49,10 +50,10 @@ pub(crate) fn lookup(
     }
 }
 
-/// `schema` with `extra` (`_distance`, `_score`) last.
-pub(crate) fn with_extra(schema: &Schema, extra: Field) -> SchemaRef {
+/// `schema` with `extras` (`_distance`, `_score`, `_relevance`) last.
+pub(crate) fn with_extra(schema: &Schema, extras: Vec<Field>) -> SchemaRef {
     let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(extra);
+    fields.extend(extras);
     Arc::new(Schema::new(fields))
 }
 
@@ -95,15 +96,15 @@ pub(crate) fn check_prefilter(
 
 /// The plan of a search of `dataset` (the statement's version of `table`):
 /// a [`LanceSearchExec`] reading the projected columns (and those of
-/// `postfilter`, which DataFusion evaluates on its rows), then `extra`,
-/// projected as `projection` asks (over the table's columns and `extra`).
+/// `postfilter`, which DataFusion evaluates on its rows), then `extras`,
+/// projected as `projection` asks (over the table's columns and `extras`).
 pub(crate) fn plan_search(
     state: &dyn Session,
     table: &LanceTableProvider,
     dataset: &Dataset,
     projection: Option<&Vec<usize>>,
     query: SearchQuery,
-    extra: Field,
+    extras: Vec<Field>,
     postfilter: Option<Expr>,
 ) -> DFResult<Arc<dyn ExecutionPlan>> {
     // Tasks open the version by location: give them this table's store
@@ -112,15 +113,15 @@ pub(crate) fn plan_search(
         .session_cache(state)
         .register_params(table.location(), table.store_params());
     let table_schema = table.schema();
-    let extra_index = table_schema.fields().len();
+    let first_extra = table_schema.fields().len();
     let wanted: Vec<usize> = match projection {
         Some(p) => p.clone(),
-        None => (0..=extra_index).collect(),
+        None => (0..first_extra + extras.len()).collect(),
     };
     let mut read: Vec<usize> = wanted
         .iter()
         .copied()
-        .filter(|&i| i != extra_index)
+        .filter(|&i| i < first_extra)
         .collect();
     if let Some(filter) = &postfilter {
         for c in filter.column_refs() {
@@ -138,7 +139,7 @@ pub(crate) fn plan_search(
         .iter()
         .map(|&i| table_schema.field(i).clone())
         .collect();
-    fields.push(extra);
+    fields.extend(extras);
     let node_schema = Arc::new(Schema::new(fields));
     let mut plan: Arc<dyn ExecutionPlan> = Arc::new(LanceSearchExec::new(
         table.location().clone(),
@@ -152,12 +153,12 @@ pub(crate) fn plan_search(
         let predicate = state.create_physical_expr(filter, &df_schema)?;
         plan = Arc::new(FilterExec::try_new(predicate, plan)?);
     }
-    // From the node's order (read columns, then the extra one) to the one asked.
+    // From the node's order (read columns, then the extra ones) to the one asked.
     let order: Vec<usize> = wanted
         .iter()
         .map(|&i| {
-            if i == extra_index {
-                read.len()
+            if i >= first_extra {
+                read.len() + (i - first_extra)
             } else {
                 read.iter().position(|&r| r == i).unwrap_or_default()
             }

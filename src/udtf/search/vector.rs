@@ -38,6 +38,7 @@ use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
+use lance::Dataset;
 
 use super::{check_prefilter, lookup, parse_filter, plan_search, string, with_extra};
 use crate::config::parse_bool;
@@ -103,86 +104,11 @@ impl TableFunctionImpl for VectorSearchFunction {
                 usage()
             );
         }
-        let (Some(name), Some(column)) = (string(&exprs[0]), string(&exprs[1])) else {
-            return plan_err!(
-                "{VECTOR_SEARCH_FUNCTION_NAME}: the table and the column are strings; {}",
-                usage()
-            );
-        };
-        let table = lookup(VECTOR_SEARCH_FUNCTION_NAME, args.session(), name)?;
-        let schema = table.schema();
-        let dim = match schema.field_with_name(column).map(|f| f.data_type()) {
-            Ok(DataType::FixedSizeList(item, dim)) if item.data_type().is_floating() => *dim,
-            Ok(other) => {
-                return plan_err!(
-                    "{VECTOR_SEARCH_FUNCTION_NAME}: column '{column}' of '{name}' is {other}, \
-                     not a vector (a fixed-size list of floats)"
-                );
-            }
-            Err(_) => {
-                return plan_err!(
-                    "{VECTOR_SEARCH_FUNCTION_NAME}: '{name}' has no column '{column}'"
-                );
-            }
-        };
-        let vector = match &exprs[2] {
-            Expr::Literal(value, _) => match floats(value) {
-                Some(v) => {
-                    check_dimension(&v, name, column, dim)?;
-                    QueryVector::Literal(v)
-                }
-                None => {
-                    return plan_err!(
-                        "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector must be an array of \
-                         numbers without NULLs; got {value}"
-                    );
-                }
-            },
-            Expr::ScalarSubquery(subquery) => QueryVector::Subquery(Arc::clone(&subquery.subquery)),
-            other => {
-                return plan_err!(
-                    "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector must be an array literal or \
-                     a scalar subquery; got {other}"
-                );
-            }
-        };
-        let k = match &exprs[3] {
-            Expr::Literal(v, _) if v.data_type().is_integer() => {
-                match v
-                    .cast_to(&DataType::Int64)
-                    .unwrap_or(ScalarValue::Int64(None))
-                {
-                    ScalarValue::Int64(Some(k)) if k > 0 => k as usize,
-                    _ => {
-                        return plan_err!(
-                            "{VECTOR_SEARCH_FUNCTION_NAME}: k must be a positive integer; got {v}"
-                        );
-                    }
-                }
-            }
-            other => {
-                return plan_err!(
-                    "{VECTOR_SEARCH_FUNCTION_NAME}: k must be an integer; got {other}"
-                );
-            }
-        };
-        let mut search = VectorSearch::new(
-            name.to_string(),
-            Arc::clone(&table),
-            vector,
-            VectorQuery {
-                column: column.to_string(),
-                vector: vec![],
-                k,
-                metric: None,
-                nprobes: None,
-                refine_factor: None,
-                ef: None,
-                prefilter: true,
-                use_index: true,
-                filter: None,
-            },
-        );
+        let mut search = VectorSearch::from_args(
+            VECTOR_SEARCH_FUNCTION_NAME,
+            [&exprs[0], &exprs[1], &exprs[2], &exprs[3]],
+            args.session(),
+        )?;
         for option in &exprs[4..] {
             let Some(option) = string(option) else {
                 return plan_err!(
@@ -199,6 +125,8 @@ impl TableFunctionImpl for VectorSearchFunction {
 /// A `lance_vector_search(...)` call: a table whose scan plans a
 /// [`crate::physical_plan::LanceSearchExec`].
 pub(crate) struct VectorSearch {
+    /// The SQL function planning it (named in errors).
+    pub(crate) function: &'static str,
     /// The table as the query names it.
     pub(crate) name: String,
     pub(crate) table: Arc<LanceTableProvider>,
@@ -226,8 +154,9 @@ impl VectorSearch {
         vector: QueryVector,
         query: VectorQuery,
     ) -> Self {
-        let schema = with_extra(&table.schema(), distance_field());
+        let schema = with_extra(&table.schema(), vec![distance_field()]);
         Self {
+            function: VECTOR_SEARCH_FUNCTION_NAME,
             name,
             table,
             vector,
@@ -236,7 +165,90 @@ impl VectorSearch {
         }
     }
 
-    fn set(&mut self, option: &str, session: &dyn Session) -> DFResult<()> {
+    /// The search the first four arguments of `function` ask for (table,
+    /// column, query vector, k), before options.
+    pub(crate) fn from_args(
+        function: &'static str,
+        [table, column, vector, k]: [&Expr; 4],
+        session: &dyn Session,
+    ) -> DFResult<Self> {
+        let (Some(name), Some(column)) = (string(table), string(column)) else {
+            return plan_err!("{function}: the table and the vector column are strings");
+        };
+        let table = lookup(function, session, name)?;
+        let schema = table.schema();
+        let dim = match schema.field_with_name(column).map(|f| f.data_type()) {
+            Ok(DataType::FixedSizeList(item, dim)) if item.data_type().is_floating() => *dim,
+            Ok(other) => {
+                return plan_err!(
+                    "{function}: column '{column}' of '{name}' is {other}, \
+                     not a vector (a fixed-size list of floats)"
+                );
+            }
+            Err(_) => {
+                return plan_err!("{function}: '{name}' has no column '{column}'");
+            }
+        };
+        let vector = match vector {
+            Expr::Literal(value, _) => match floats(value) {
+                Some(v) => {
+                    check_dimension(function, &v, name, column, dim)?;
+                    QueryVector::Literal(v)
+                }
+                None => {
+                    return plan_err!(
+                        "{function}: the query vector must be an array of \
+                         numbers without NULLs; got {value}"
+                    );
+                }
+            },
+            Expr::ScalarSubquery(subquery) => QueryVector::Subquery(Arc::clone(&subquery.subquery)),
+            other => {
+                return plan_err!(
+                    "{function}: the query vector must be an array literal or \
+                     a scalar subquery; got {other}"
+                );
+            }
+        };
+        let k = match k {
+            Expr::Literal(v, _) if v.data_type().is_integer() => {
+                match v
+                    .cast_to(&DataType::Int64)
+                    .unwrap_or(ScalarValue::Int64(None))
+                {
+                    ScalarValue::Int64(Some(k)) if k > 0 => k as usize,
+                    _ => {
+                        return plan_err!("{function}: k must be a positive integer; got {v}");
+                    }
+                }
+            }
+            other => {
+                return plan_err!("{function}: k must be an integer; got {other}");
+            }
+        };
+        let mut search = VectorSearch::new(
+            name.to_string(),
+            Arc::clone(&table),
+            vector,
+            VectorQuery {
+                column: column.to_string(),
+                vector: vec![],
+                k,
+                metric: None,
+                nprobes: None,
+                refine_factor: None,
+                ef: None,
+                prefilter: true,
+                use_index: true,
+                filter: None,
+            },
+        );
+        search.function = function;
+        Ok(search)
+    }
+
+    pub(crate) fn set(&mut self, option: &str, session: &dyn Session) -> DFResult<()> {
+        let function = self.function;
         let Some((key, value)) = option.split_once('=') else {
             return Err(unknown(option).into());
         };
@@ -266,33 +278,63 @@ impl VectorSearch {
             "ef" => q.ef = Some(count(value)?),
             "use_index" => q.use_index = parse_bool(key, value)?,
             "prefilter" => q.prefilter = parse_bool(key, value)?,
-            "filter" => {
-                q.filter = Some(parse_filter(
-                    VECTOR_SEARCH_FUNCTION_NAME,
-                    session,
-                    &self.table,
-                    value,
-                )?)
-            }
+            "filter" => q.filter = Some(parse_filter(function, session, &self.table, value)?),
             _ => return Err(unknown(option).into()),
         }
         Ok(())
     }
 
+    /// The query to run on `dataset` (the statement's version): its vector
+    /// evaluated and checked, a prefilter checked (Lance must answer it with
+    /// DataFusion's semantics), and the filter DataFusion applies to the `k`
+    /// rows found (`prefilter=false`).
+    pub(crate) async fn prepared(
+        &self,
+        state: &dyn Session,
+        dataset: &Dataset,
+    ) -> DFResult<(VectorQuery, Option<Expr>)> {
+        let function = self.function;
+        let table_schema = self.table.schema();
+        let mut query = self.query.clone();
+        query.vector = self.vector(state).await?;
+        if let Ok(DataType::FixedSizeList(_, dim)) = table_schema
+            .field_with_name(&query.column)
+            .map(|f| f.data_type())
+        {
+            check_dimension(function, &query.vector, &self.name, &query.column, *dim)?;
+        }
+        let postfilter = match query.filter.take() {
+            Some(filter) if query.prefilter => {
+                check_prefilter(
+                    function,
+                    &filter,
+                    &ColumnIndexes::of(dataset).await,
+                    &table_schema,
+                    "use 'prefilter=false' (filter the k rows found) or filter in WHERE",
+                )?;
+                query.filter = Some(filter);
+                None
+            }
+            other => other,
+        };
+        Ok((query, postfilter))
+    }
+
     /// The query vector: the literal, or the subquery's one value.
     async fn vector(&self, state: &dyn Session) -> DFResult<Vec<f32>> {
+        let function = self.function;
         let plan = match &self.vector {
             QueryVector::Literal(v) => return Ok(v.clone()),
             QueryVector::Subquery(plan) => plan,
         };
         let Some(state) = state.as_any().downcast_ref::<SessionState>() else {
-            return plan_err!("{VECTOR_SEARCH_FUNCTION_NAME}: subqueries need a SessionState");
+            return plan_err!("{function}: subqueries need a SessionState");
         };
         // The subquery runs when the statement is planned (EXPLAIN too):
         // never one that changes a table.
         if changes_tables(plan) {
             return plan_err!(
-                "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector subquery must only read; it \
+                "{function}: the query vector subquery must only read; it \
                  runs when the statement is planned"
             );
         }
@@ -306,7 +348,7 @@ impl VectorSearch {
             }
             _ => {
                 return plan_err!(
-                    "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector subquery returned {rows} \
+                    "{function}: the query vector subquery returned {rows} \
                      rows; it must return one vector"
                 );
             }
@@ -318,13 +360,11 @@ impl VectorSearch {
             _ => None,
         };
         if value.is_null() {
-            return plan_err!(
-                "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector subquery returned NULL"
-            );
+            return plan_err!("{function}: the query vector subquery returned NULL");
         }
         wrapped.ok_or_else(|| {
             DataFusionError::Plan(format!(
-                "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector subquery returned {value}, not \
+                "{function}: the query vector subquery returned {value}, not \
                  an array of numbers without NULLs"
             ))
         })
@@ -359,47 +399,31 @@ impl TableProvider for VectorSearch {
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let dataset = self.table.snapshot(state).await?;
-        let table_schema = self.table.schema();
-        let mut query = self.query.clone();
-        query.vector = self.vector(state).await?;
-        if let Ok(DataType::FixedSizeList(_, dim)) = table_schema
-            .field_with_name(&query.column)
-            .map(|f| f.data_type())
-        {
-            check_dimension(&query.vector, &self.name, &query.column, *dim)?;
-        }
-        let postfilter = match query.filter.take() {
-            Some(filter) if query.prefilter => {
-                check_prefilter(
-                    VECTOR_SEARCH_FUNCTION_NAME,
-                    &filter,
-                    &ColumnIndexes::of(&dataset).await,
-                    &table_schema,
-                    "use 'prefilter=false' (filter the k rows found) or filter in WHERE",
-                )?;
-                query.filter = Some(filter);
-                None
-            }
-            other => other,
-        };
+        let (query, postfilter) = self.prepared(state, &dataset).await?;
         plan_search(
             state,
             &self.table,
             &dataset,
             projection,
             SearchQuery::Vector(query),
-            distance_field(),
+            vec![distance_field()],
             postfilter,
         )
     }
 }
 /// An error unless the query vector has the column's dimension.
-fn check_dimension(query: &[f32], table: &str, column: &str, dim: i32) -> Result<(), Error> {
+fn check_dimension(
+    function: &str,
+    query: &[f32],
+    table: &str,
+    column: &str,
+    dim: i32,
+) -> Result<(), Error> {
     if query.len() == dim as usize {
         Ok(())
     } else {
         Err(Error::unsupported(format!(
-            "{VECTOR_SEARCH_FUNCTION_NAME}: the query vector has {} dimensions; column \
+            "{function}: the query vector has {} dimensions; column \
              '{column}' of '{table}' holds {dim}",
             query.len()
         )))
