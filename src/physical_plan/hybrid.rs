@@ -178,3 +178,65 @@ pub(super) fn fuse(
         &options,
     )?)
 }
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{Int64Array, UInt64Array};
+    use datafusion::arrow::datatypes::{DataType, Field, Float64Type, Int64Type};
+
+    use super::*;
+    use crate::physical_plan::search::{distance_field, relevance_field, score_field};
+
+    fn half(ids: &[i64], scores: &[Option<f32>], row_ids: &[u64], score: Field) -> Ranked {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            score.clone(),
+            Field::new("_rowid", DataType::UInt64, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(ids.to_vec())),
+                Arc::new(Float32Array::from(scores.to_vec())),
+                Arc::new(UInt64Array::from(row_ids.to_vec())),
+            ],
+        )
+        .unwrap();
+        Ranked::new(&[batch], &schema, score.name()).unwrap()
+    }
+
+    #[test]
+    fn ranks_by_score_then_row_id_and_sums_reciprocal_ranks() {
+        // Vector: row 30 nearest, rows 20 and 10 tie (row id decides), a NULL
+        // distance last. Text: row 20 best, then row 40.
+        let vector = half(
+            &[3, 2, 1, 5],
+            &[Some(0.1), Some(0.5), Some(0.5), None],
+            &[30, 20, 10, 50],
+            distance_field(),
+        );
+        let text = half(&[4, 2], &[Some(1.0), Some(2.0)], &[40, 20], score_field());
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            distance_field(),
+            score_field(),
+            relevance_field(),
+        ]));
+        let out = fuse(&vector, &text, 1, 4, 10, &schema).unwrap();
+        let ids = out.column(0).as_primitive::<Int64Type>();
+        // Row 20 (id 2): vector rank 3 + text rank 1; row 30 (id 3): vector
+        // rank 1; rows 10 (id 1, vector rank 2) and 40 (id 4, text rank 2)
+        // tie at 1/12: row id 10 first; row 50 (NULL distance, rank 4) is cut.
+        assert_eq!(ids.values().to_vec(), vec![2, 3, 1, 4]);
+        let relevance = out.column(3).as_primitive::<Float64Type>();
+        let expected = [1.0 / 13.0 + 1.0 / 11.0, 1.0 / 11.0, 1.0 / 12.0, 1.0 / 12.0];
+        for (i, want) in expected.iter().enumerate() {
+            assert!((relevance.value(i) - want).abs() < 1e-12, "row {i}");
+        }
+        let distance = out.column(1).as_primitive::<Float32Type>();
+        let score = out.column(2).as_primitive::<Float32Type>();
+        assert_eq!((distance.value(0), score.value(0)), (0.5, 2.0));
+        assert!(score.is_null(1) && score.is_null(2) && distance.is_null(3));
+        assert_eq!(score.value(3), 1.0);
+    }
+}
