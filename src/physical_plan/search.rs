@@ -7,7 +7,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::Float32Array;
+use datafusion::arrow::array::{Float32Array, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
 use datafusion::common::internal_err;
 use datafusion::error::{DataFusionError, Result as DFResult};
@@ -324,57 +324,26 @@ impl ExecutionPlan for LanceSearchExec {
             let dataset = cache
                 .open_snapshot(&location.uri, &params, &snapshot)
                 .await?;
-            if let SearchQuery::Hybrid(q) = &query {
-                let run = |text: bool| {
-                    let (dataset, columns) = (&dataset, &columns);
-                    async move {
-                        let extra = if text { SCORE_COLUMN } else { DISTANCE_COLUMN };
-                        let mut scanner = dataset.scan();
-                        scanner.disable_scoring_autoprojection();
-                        scanner.project(&with(columns, extra))?;
-                        scanner.with_row_id();
-                        if text {
-                            full_text(&mut scanner, &q.text)?;
-                        } else {
-                            nearest(&mut scanner, &q.vector)?;
-                        }
-                        let stream = scanner.try_into_stream().await?;
-                        let schema = lance_io::stream::RecordBatchStream::schema(&stream);
-                        let batches: Vec<_> = stream.try_collect().await?;
-                        Ok::<_, lance::Error>((schema, batches))
-                    }
-                };
-                let ((vs, vb), (ts, tb)) =
-                    futures::try_join!(run(false), run(true)).map_err(&lance_err)?;
-                let vector = Ranked::new(&vb, &vs, DISTANCE_COLUMN)?;
-                let text = Ranked::new(&tb, &ts, SCORE_COLUMN)?;
-                let fused = fuse(
-                    &vector,
-                    &text,
-                    columns.len(),
-                    q.vector.k,
-                    q.rrf_k,
-                    &conform_to,
-                )?;
-                let batch = conform(fused, &conform_to);
-                return Ok::<_, DataFusionError>(futures::stream::once(async { batch }).boxed());
-            }
             let mut scanner = dataset.scan();
             // The scoring column by name, where the plan wants it (Lance's
             // automatic scoring projection is deprecated).
-            let extra = match &query {
-                SearchQuery::Vector(_) => DISTANCE_COLUMN,
-                SearchQuery::FullText(_) | SearchQuery::Hybrid(_) => SCORE_COLUMN,
-            };
             scanner.disable_scoring_autoprojection();
-            scanner
-                .project(&with(&columns, extra))
-                .map_err(&lance_err)?;
             match &query {
-                SearchQuery::Vector(q) => nearest(&mut scanner, q).map_err(&lance_err)?,
-                SearchQuery::FullText(q) => full_text(&mut scanner, q).map_err(&lance_err)?,
-                SearchQuery::Hybrid(q) => full_text(&mut scanner, &q.text).map_err(&lance_err)?,
+                SearchQuery::Vector(q) => scanner
+                    .project(&with(&columns, DISTANCE_COLUMN))
+                    .and_then(|s| nearest(s, q)),
+                SearchQuery::FullText(q) => scanner
+                    .project(&with(&columns, SCORE_COLUMN))
+                    .and_then(|s| full_text(s, q)),
+                SearchQuery::Hybrid(q) => {
+                    let batch = hybrid_search(&dataset, &columns, q, &conform_to)
+                        .await
+                        .map_err(&lance_err)
+                        .and_then(|fused| conform(fused?, &conform_to));
+                    return Ok(futures::stream::once(async { batch }).boxed());
+                }
             }
+            .map_err(&lance_err)?;
             let batches = scanner.try_into_stream().await.map_err(&lance_err)?;
             Ok::<_, DataFusionError>(
                 batches
@@ -386,6 +355,39 @@ impl ExecutionPlan for LanceSearchExec {
         .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
+}
+
+/// Both searches of `q` on `dataset` (concurrently), fused: `columns`,
+/// `_distance`, `_score`, `_relevance` as `schema` says. Lance's errors
+/// outside, fusion's inside.
+async fn hybrid_search(
+    dataset: &lance::Dataset,
+    columns: &[String],
+    q: &HybridQuery,
+    schema: &SchemaRef,
+) -> lance::Result<DFResult<RecordBatch>> {
+    let run = |text: bool| async move {
+        let extra = if text { SCORE_COLUMN } else { DISTANCE_COLUMN };
+        let mut scanner = dataset.scan();
+        scanner.disable_scoring_autoprojection();
+        scanner.project(&with(columns, extra))?;
+        scanner.with_row_id();
+        if text {
+            full_text(&mut scanner, &q.text)?;
+        } else {
+            nearest(&mut scanner, &q.vector)?;
+        }
+        let stream = scanner.try_into_stream().await?;
+        let stream_schema = lance_io::stream::RecordBatchStream::schema(&stream);
+        let batches: Vec<RecordBatch> = stream.try_collect().await?;
+        Ok::<_, lance::Error>((stream_schema, batches))
+    };
+    let ((vector_schema, vector), (text_schema, text)) = futures::try_join!(run(false), run(true))?;
+    Ok((|| {
+        let vector = Ranked::new(&vector, &vector_schema, DISTANCE_COLUMN)?;
+        let text = Ranked::new(&text, &text_schema, SCORE_COLUMN)?;
+        fuse(&vector, &text, columns.len(), q.vector.k, q.rrf_k, schema)
+    })())
 }
 
 /// `columns` and then `extra`.
