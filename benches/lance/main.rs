@@ -67,6 +67,7 @@ mod common;
 mod contention;
 mod dml;
 mod fragments;
+mod hybrid;
 
 use common::args;
 mod insert;

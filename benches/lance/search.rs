@@ -7,7 +7,9 @@
 //!   and the same `ORDER BY` sorted exactly vs Lance's exact search;
 //! * a point lookup `WHERE id = v` on a BTREE-indexed column vs the same
 //!   rows without the index, and vs Lance's scanner with the filter;
-//! * a full-text query through `lance_fts` vs `Scanner::full_text_search`.
+//! * a full-text query through `lance_fts` vs `Scanner::full_text_search`;
+//! * a hybrid query through `lance_hybrid_search` vs both Lance searches
+//!   and the same fusion by hand ([`crate::hybrid`]).
 
 use std::sync::Arc;
 
@@ -25,16 +27,16 @@ use lance_index::scalar::FullTextSearchQuery;
 
 use crate::common::{Args, Stats, exists, interleaved, ratio, side, splitmix};
 
-const DIM: usize = 64;
-const VECTORS: usize = 200_000;
+pub(crate) const DIM: usize = 64;
+pub(crate) const VECTORS: usize = 200_000;
 const DOCS: usize = 200_000;
 
-fn context() -> SessionContext {
+pub(crate) fn context() -> SessionContext {
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     datafusion_lance::lance_session_context(SessionConfig::new().with_target_partitions(cpus))
 }
 
-async fn run(ctx: &SessionContext, sql: &str) -> usize {
+pub(crate) async fn run(ctx: &SessionContext, sql: &str) -> usize {
     let batches = ctx
         .lance_sql(sql)
         .await
@@ -45,7 +47,7 @@ async fn run(ctx: &SessionContext, sql: &str) -> usize {
     batches.iter().map(|b| b.num_rows()).sum()
 }
 
-async fn write(uri: &str, batch: RecordBatch) {
+pub(crate) async fn write(uri: &str, batch: RecordBatch) {
     let params = WriteParams {
         mode: WriteMode::Create,
         max_rows_per_file: 1_000_000,
@@ -62,7 +64,7 @@ async fn write(uri: &str, batch: RecordBatch) {
 }
 
 /// A pseudo-Gaussian float from two hashes (sum of uniforms, centred).
-fn gauss(i: u64) -> f32 {
+pub(crate) fn gauss(i: u64) -> f32 {
     (0..4)
         .map(|k| (splitmix(i * 4 + k) >> 40) as f32 / (1u64 << 24) as f32)
         .sum::<f32>()
@@ -70,7 +72,7 @@ fn gauss(i: u64) -> f32 {
 }
 
 /// Rows a configured Lance scanner returns.
-async fn count(scanner: &lance::dataset::scanner::Scanner) -> usize {
+pub(crate) async fn count(scanner: &lance::dataset::scanner::Scanner) -> usize {
     let batches: Vec<RecordBatch> = scanner
         .try_into_stream()
         .await
@@ -81,12 +83,12 @@ async fn count(scanner: &lance::dataset::scanner::Scanner) -> usize {
     batches.iter().map(|b| b.num_rows()).sum()
 }
 
-fn vector_literal(q: &[f32]) -> String {
+pub(crate) fn vector_literal(q: &[f32]) -> String {
     let parts: Vec<String> = q.iter().map(|x| format!("{x:?}")).collect();
     format!("[{}]", parts.join(", "))
 }
 
-fn row(name: &str, stats: &Stats, baseline: Option<&Stats>) {
+pub(crate) fn row(name: &str, stats: &Stats, baseline: Option<&Stats>) {
     println!(
         "| {name} | {} | {} |",
         stats.cell(),
@@ -98,6 +100,7 @@ pub(crate) async fn search_table(args: &Args) {
     vector_table(args).await;
     lookup_table(args).await;
     fts_table(args).await;
+    crate::hybrid::hybrid_table(args).await;
 }
 
 async fn vector_table(args: &Args) {
