@@ -7,16 +7,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{
-    AsArray, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray,
-};
+use arrow::array::{AsArray, Float32Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, UInt64Type};
 use futures::TryStreamExt;
 use lance::Dataset;
 use lance_index::scalar::FullTextSearchQuery;
 
-use crate::common::{Args, exists, interleaved, side, splitmix};
-use crate::search::{DIM, VECTORS, context, gauss, row, run, vector_literal, write};
+use crate::common::{Args, exists, interleaved, side};
+use crate::search::{
+    DIM, VECTORS, context, doc_body, gauss, row, run, vector_column, vector_literal, write,
+};
 
 const K: usize = 10;
 const RRF_K: f64 = 60.0;
@@ -48,36 +48,19 @@ pub(crate) async fn hybrid_table(args: &Args) {
     let ctx = context();
     let created = exists(&path);
     if !created {
-        let item = Arc::new(Field::new("item", DataType::Float32, true));
-        let values: Vec<f32> = (0..(VECTORS * DIM) as u64).map(gauss).collect();
-        let body = |i: u64| {
-            (0..8)
-                .map(|k| format!("w{}", splitmix(i * 8 + k) % 5000))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
+        let (emb_field, emb) = vector_column();
         let batch = RecordBatch::try_new(
             Arc::new(Schema::new(vec![
                 Field::new("id", DataType::Int64, false),
-                Field::new(
-                    "emb",
-                    DataType::FixedSizeList(Arc::clone(&item), DIM as i32),
-                    true,
-                ),
+                emb_field,
                 Field::new("body", DataType::Utf8, false),
             ])),
             vec![
                 Arc::new(Int64Array::from_iter_values(0..VECTORS as i64)),
-                Arc::new(
-                    FixedSizeListArray::try_new(
-                        item,
-                        DIM as i32,
-                        Arc::new(Float32Array::from(values)),
-                        None,
-                    )
-                    .expect("vectors"),
-                ),
-                Arc::new(StringArray::from_iter_values((0..VECTORS as u64).map(body))),
+                emb,
+                Arc::new(StringArray::from_iter_values(
+                    (0..VECTORS as u64).map(doc_body),
+                )),
             ],
         )
         .expect("batch");

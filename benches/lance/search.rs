@@ -14,8 +14,8 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    FixedSizeListArray, Float32Array, Float64Array, Int64Array, RecordBatch, RecordBatchIterator,
-    StringArray,
+    ArrayRef, FixedSizeListArray, Float32Array, Float64Array, Int64Array, RecordBatch,
+    RecordBatchIterator, StringArray,
 };
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::prelude::{SessionConfig, SessionContext, col, lit};
@@ -83,6 +83,29 @@ pub(crate) async fn count(scanner: &lance::dataset::scanner::Scanner) -> usize {
     batches.iter().map(|b| b.num_rows()).sum()
 }
 
+/// `VECTORS` pseudo-Gaussian `DIM`-dim vectors: the `emb` field and column.
+pub(crate) fn vector_column() -> (Field, ArrayRef) {
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let values: Vec<f32> = (0..(VECTORS * DIM) as u64).map(gauss).collect();
+    let field = Field::new(
+        "emb",
+        DataType::FixedSizeList(Arc::clone(&item), DIM as i32),
+        true,
+    );
+    let column =
+        FixedSizeListArray::try_new(item, DIM as i32, Arc::new(Float32Array::from(values)), None)
+            .expect("vectors");
+    (field, Arc::new(column))
+}
+
+/// Document `i`: 8 words of a 5,000-word vocabulary.
+pub(crate) fn doc_body(i: u64) -> String {
+    (0..8)
+        .map(|k| format!("w{}", splitmix(i * 8 + k) % 5000))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 pub(crate) fn vector_literal(q: &[f32]) -> String {
     let parts: Vec<String> = q.iter().map(|x| format!("{x:?}")).collect();
     format!("[{}]", parts.join(", "))
@@ -110,28 +133,15 @@ async fn vector_table(args: &Args) {
     let uri = path.to_string_lossy().to_string();
     let ctx = context();
     if !exists(&path) {
-        let item = Arc::new(Field::new("item", DataType::Float32, true));
-        let values: Vec<f32> = (0..(VECTORS * DIM) as u64).map(gauss).collect();
+        let (emb_field, emb) = vector_column();
         let batch = RecordBatch::try_new(
             Arc::new(Schema::new(vec![
                 Field::new("id", DataType::Int64, false),
-                Field::new(
-                    "emb",
-                    DataType::FixedSizeList(Arc::clone(&item), DIM as i32),
-                    true,
-                ),
+                emb_field,
             ])),
             vec![
                 Arc::new(Int64Array::from_iter_values(0..VECTORS as i64)),
-                Arc::new(
-                    FixedSizeListArray::try_new(
-                        item,
-                        DIM as i32,
-                        Arc::new(Float32Array::from(values)),
-                        None,
-                    )
-                    .expect("vectors"),
-                ),
+                emb,
             ],
         )
         .expect("batch");
@@ -314,12 +324,6 @@ async fn fts_table(args: &Args) {
     let ctx = context();
     let created = exists(&path);
     if !created {
-        let body = |i: u64| {
-            (0..8)
-                .map(|k| format!("w{}", splitmix(i * 8 + k) % 5000))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
         let batch = RecordBatch::try_new(
             Arc::new(Schema::new(vec![
                 Field::new("id", DataType::Int64, false),
@@ -327,7 +331,9 @@ async fn fts_table(args: &Args) {
             ])),
             vec![
                 Arc::new(Int64Array::from_iter_values(0..DOCS as i64)),
-                Arc::new(StringArray::from_iter_values((0..DOCS as u64).map(body))),
+                Arc::new(StringArray::from_iter_values(
+                    (0..DOCS as u64).map(doc_body),
+                )),
             ],
         )
         .expect("batch");
