@@ -197,7 +197,7 @@ impl LanceSessionContextExt for SessionContext {
         sql: &str,
     ) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
         let state = self.state();
-        match planner::intercept(&state, sql).await? {
+        match planner::intercept(&state, sql, true).await? {
             Intercepted::Ours(plan) => execute_lance_plan(self, *plan).await,
             // What `SessionContext::sql` does after parsing: the text is
             // tokenized and parsed once per statement, not twice.

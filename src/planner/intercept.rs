@@ -41,7 +41,7 @@ use crate::catalog::{plan_catalog_ddl, refresh_catalogs_of};
 /// Planning reads (the versions a statement names, the value of a
 /// `TIMESTAMP AS OF` expression) but never writes.
 pub async fn plan_lance_sql(state: &SessionState, sql: &str) -> DFResult<Option<LogicalPlan>> {
-    Ok(match intercept(state, sql).await? {
+    Ok(match intercept(state, sql, false).await? {
         Intercepted::Ours(plan) => Some(*plan),
         Intercepted::DataFusions(_) | Intercepted::Unparsed => None,
     })
@@ -59,9 +59,14 @@ pub(crate) enum Intercepted {
     Unparsed,
 }
 
-/// [`plan_lance_sql`], also handing back the parsed statement when it is
-/// DataFusion's to plan.
-pub(crate) async fn intercept(state: &SessionState, sql: &str) -> DFResult<Intercepted> {
+/// [`plan_lance_sql`]; with `parse_theirs`, also handing back the parsed
+/// statement when it is DataFusion's to plan (otherwise such text is not
+/// parsed here: `Unparsed`).
+pub(crate) async fn intercept(
+    state: &SessionState,
+    sql: &str,
+    parse_theirs: bool,
+) -> DFResult<Intercepted> {
     let (refresh, statement, ours) = {
         let name = state.config_options().sql_parser.dialect;
         let Some(dialect) = dialect_from_str(name) else {
@@ -75,8 +80,10 @@ pub(crate) async fn intercept(state: &SessionState, sql: &str) -> DFResult<Inter
         let ours = may_be_ours(&tokens);
         let statement = if ours {
             parse(tokens, dialect.as_ref(), limit)
-        } else {
+        } else if parse_theirs {
             parse_one(tokens, dialect.as_ref(), limit)
+        } else {
+            None
         };
         (refresh, statement, ours)
     };
