@@ -9,7 +9,7 @@
 //! | option | meaning |
 //! |---|---|
 //! | `metric=`, `nprobes=`, `refine_factor=`, `ef=`, `use_index=` | the vector search's, as in `lance_vector_search` |
-//! | `columns=`, `operator=`, `fuzziness=` | the text search's, as in `lance_fts` |
+//! | `columns=`, `operator=`, `fuzziness=`, `phrase=` | the text search's, as in `lance_fts` |
 //! | `filter=<SQL predicate>` | rows both searches consider (a prefilter Lance evaluates; planned by DataFusion) |
 //! | `rrf_k=<n>` | the constant in `1 / (n + rank)` (60 by default) |
 
@@ -136,7 +136,7 @@ impl HybridSearch {
             "metric" | "nprobes" | "refine_factor" | "ef" | "use_index" => {
                 self.vector.set(option, session)
             }
-            "columns" | "operator" | "fuzziness" => self.text.set(option, session),
+            "columns" | "operator" | "fuzziness" | "phrase" => self.text.set(option, session),
             "filter" => {
                 self.vector.set(option, session)?;
                 self.text.query.filter = self.vector.query.filter.clone();
@@ -164,7 +164,8 @@ fn unknown(option: &str) -> Error {
         key: option.to_string(),
         hint: format!(
             " for {HYBRID_SEARCH_FUNCTION_NAME}: use 'metric=', 'nprobes=', 'refine_factor=', \
-             'ef=', 'use_index=', 'columns=', 'operator=', 'fuzziness=', 'filter=' or 'rrf_k='"
+             'ef=', 'use_index=', 'columns=', 'operator=', 'fuzziness=', 'phrase=', 'filter=' or \
+             'rrf_k='"
         ),
     }
 }
