@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
@@ -203,8 +204,17 @@ impl LanceSessionContextExt for SessionContext {
             // tokenized and parsed once per statement, not twice.
             Intercepted::DataFusions(statement) => {
                 let plan = state.statement_to_plan(*statement).await?;
-                drop(state);
-                self.execute_logical_plan(plan).await
+                match plan {
+                    // DDL and statements change the context: DataFusion runs them.
+                    LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) => {
+                        drop(state);
+                        self.execute_logical_plan(plan).await
+                    }
+                    // A query (or DML) becomes a frame on the state it was
+                    // planned with, as `execute_logical_plan` would make it
+                    // on a copy of the same state, made again.
+                    plan => Ok(datafusion::dataframe::DataFrame::new(state, plan)),
+                }
             }
             Intercepted::Unparsed => self.sql(sql).await,
         }
