@@ -87,6 +87,11 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         .any(|r| r.name() == planner::LanceDmlRewrite::default().name());
     if !installed {
         planner::snapshot::install(&mut ctx.state_ref().write());
+        let analyzer = ctx.state().analyzer().rules.clone();
+        let fold = planner::fold_number_arrays();
+        if !analyzer.iter().any(|r| r.name() == fold.name()) {
+            ctx.add_analyzer_rule(fold);
+        }
         ctx.add_analyzer_rule(Arc::new(planner::VectorDimensionCheck::default()));
         ctx.add_analyzer_rule(Arc::new(planner::LanceDmlRewrite::default()));
         ctx.register_relation_planner(Arc::new(planner::VectorLiteralPlanner::default()))?;
@@ -161,9 +166,15 @@ pub fn lance_session_state(config: SessionConfig) -> SessionState {
 
 /// A `SessionContext` with DataFusion's defaults and Lance registered.
 pub fn lance_session_context(config: SessionConfig) -> SessionContext {
+    // Number arrays are folded before DataFusion's analysis (a rule
+    // `register_lance` can only append).
+    let analyzer_rules = std::iter::once(planner::fold_number_arrays())
+        .chain(datafusion::optimizer::Analyzer::new().rules)
+        .collect();
     let state = SessionStateBuilder::new()
         .with_config(config)
         .with_default_features()
+        .with_analyzer_rules(analyzer_rules)
         .build();
     let ctx = SessionContext::new_with_state(state);
     register_lance(&ctx).expect("registering Lance on a fresh context cannot fail");

@@ -2,6 +2,7 @@
 
 pub(crate) mod alter;
 pub(crate) mod ann;
+pub(crate) mod array_fold;
 pub(crate) mod dml;
 pub(crate) mod index;
 pub(crate) mod intercept;
@@ -14,6 +15,7 @@ pub(crate) mod vector_literal;
 pub(crate) mod version_clause;
 
 pub use alter::execute_lance_plan;
+pub(crate) use array_fold::fold_number_arrays;
 pub(crate) use dml::LanceDmlRewrite;
 pub use intercept::plan_lance_sql;
 pub(crate) use intercept::{Intercepted, intercept};
