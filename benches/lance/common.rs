@@ -247,6 +247,18 @@ impl Stats {
             self.cores
         )
     }
+
+    /// [`Stats::cell`] in milliseconds, for runs of a few milliseconds.
+    pub(crate) fn cell_ms(&self) -> String {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        format!(
+            "{:.2} ms ({:.2}–{:.2}) / {:.1}",
+            ms(self.median),
+            ms(self.min),
+            ms(self.max),
+            self.cores
+        )
+    }
 }
 
 /// `ours ÷ baseline` of the medians, with the spread of the run-by-run
@@ -262,16 +274,25 @@ pub(crate) fn ratio(ours: &Stats, baseline: &Stats) -> String {
 }
 
 /// Runs every side once to warm it, then `iters` rounds in which each side
-/// runs once, in turn (A B C A B C ...): slow drifts of the machine hit every
-/// side alike. Preparation is not timed. Returns each side's [`Stats`].
+/// runs once, in turn, the order reversed every other round (A B C, C B A,
+/// A B C, ...): slow drifts of the machine hit every side alike, and no side
+/// always runs right after the same other one (a side that evicts the
+/// caches would otherwise always slow down the side after it). Preparation
+/// is not timed. Returns each side's [`Stats`].
 pub(crate) async fn interleaved(iters: usize, sides: &mut [Side<'_>]) -> Vec<Stats> {
     for side in sides.iter_mut() {
         side().await.await;
     }
     let mut walls = vec![Vec::with_capacity(iters); sides.len()];
     let mut cpu = vec![Duration::ZERO; sides.len()];
-    for _ in 0..iters.max(1) {
-        for (i, side) in sides.iter_mut().enumerate() {
+    for round in 0..iters.max(1) {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..sides.len()).collect()
+        } else {
+            (0..sides.len()).rev().collect()
+        };
+        for i in order {
+            let side = &mut sides[i];
             let run = side().await;
             let (c, t) = (cpu_time(), Instant::now());
             run.await;

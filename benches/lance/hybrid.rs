@@ -126,7 +126,7 @@ pub(crate) async fn hybrid_table(args: &Args) {
         "\n## Search: hybrid, {VECTORS} rows of a {DIM}-dim vector (IVF_PQ, 64 partitions, \
          16 sub-vectors) and 8 words (INVERTED)\n"
     );
-    println!("| query | time (min–max) / cores | ÷ Lance by hand |");
+    println!("| query | time in ms (min–max) / cores | ÷ Lance by hand |");
     println!("|---|---|---|");
     row(
         &format!("`lance_hybrid_search(..., '{TEXT}', {K}, 'nprobes=8')`"),
