@@ -324,17 +324,13 @@ impl ExecutionPlan for LanceSearchExec {
             let dataset = cache
                 .open_snapshot(&location.uri, &params, &snapshot)
                 .await?;
-            let mut scanner = dataset.scan();
-            // The scoring column by name, where the plan wants it (Lance's
-            // automatic scoring projection is deprecated).
-            scanner.disable_scoring_autoprojection();
-            match &query {
-                SearchQuery::Vector(q) => scanner
-                    .project(&with(&columns, DISTANCE_COLUMN))
-                    .and_then(|s| nearest(s, q)),
-                SearchQuery::FullText(q) => scanner
-                    .project(&with(&columns, SCORE_COLUMN))
-                    .and_then(|s| full_text(s, q)),
+            let scanner = match &query {
+                SearchQuery::Vector(q) => {
+                    search_scanner(&dataset, &columns, DISTANCE_COLUMN, |s| nearest(s, q))
+                }
+                SearchQuery::FullText(q) => {
+                    search_scanner(&dataset, &columns, SCORE_COLUMN, |s| full_text(s, q))
+                }
                 SearchQuery::Hybrid(q) => {
                     let batch = hybrid_search(&dataset, &columns, q, &conform_to)
                         .await
@@ -367,16 +363,15 @@ async fn hybrid_search(
     schema: &SchemaRef,
 ) -> lance::Result<DFResult<RecordBatch>> {
     let run = |text: bool| async move {
-        let extra = if text { SCORE_COLUMN } else { DISTANCE_COLUMN };
-        let mut scanner = dataset.scan();
-        scanner.disable_scoring_autoprojection();
-        scanner.project(&with(columns, extra))?;
-        scanner.with_row_id();
-        if text {
-            full_text(&mut scanner, &q.text)?;
+        let scanner = if text {
+            search_scanner(dataset, columns, SCORE_COLUMN, |s| {
+                full_text(s.with_row_id(), &q.text)
+            })
         } else {
-            nearest(&mut scanner, &q.vector)?;
-        }
+            search_scanner(dataset, columns, DISTANCE_COLUMN, |s| {
+                nearest(s.with_row_id(), &q.vector)
+            })
+        }?;
         let stream = scanner.try_into_stream().await?;
         let stream_schema = lance_io::stream::RecordBatchStream::schema(&stream);
         let batches: Vec<RecordBatch> = stream.try_collect().await?;
@@ -395,6 +390,22 @@ fn with(columns: &[String], extra: &str) -> Vec<String> {
     let mut all = columns.to_vec();
     all.push(extra.to_string());
     all
+}
+
+/// A scanner of `dataset` for `columns` and the `scoring` column (by name,
+/// where the plan wants it: Lance's automatic scoring projection is
+/// deprecated), configured by `search`.
+fn search_scanner(
+    dataset: &lance::Dataset,
+    columns: &[String],
+    scoring: &str,
+    search: impl FnOnce(&mut Scanner) -> lance::Result<()>,
+) -> lance::Result<Scanner> {
+    let mut scanner = dataset.scan();
+    scanner.disable_scoring_autoprojection();
+    scanner.project(&with(columns, scoring))?;
+    search(&mut scanner)?;
+    Ok(scanner)
 }
 
 /// Configures `scanner` for a nearest-neighbour query.
