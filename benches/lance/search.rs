@@ -196,40 +196,21 @@ async fn vector_table(args: &Args) {
     };
     // Each comparison interleaved on its own: the exact searches read every
     // vector and would evict the indexed searches' caches.
-    let mut s = interleaved(
-        args.iters,
-        &mut [
+    let comparisons = [
+        (&ctx, &ann_sql, Some(8), true),
+        (&ctx, &order_sql, None, true),
+        (&exact, &order_sql, None, false),
+    ];
+    let mut s = Vec::new();
+    for (sql_ctx, sql, nprobes, use_index) in comparisons {
+        let mut pair = [
             side(|| async {
-                assert_eq!(run(&ctx, &ann_sql).await, 10);
+                assert_eq!(run(sql_ctx, sql).await, 10);
             }),
-            side(|| nearest(Some(8), true)),
-        ],
-    )
-    .await;
-    s.extend(
-        interleaved(
-            args.iters,
-            &mut [
-                side(|| async {
-                    assert_eq!(run(&ctx, &order_sql).await, 10);
-                }),
-                side(|| nearest(None, true)),
-            ],
-        )
-        .await,
-    );
-    s.extend(
-        interleaved(
-            args.iters,
-            &mut [
-                side(|| async {
-                    assert_eq!(run(&exact, &order_sql).await, 10);
-                }),
-                side(|| nearest(None, false)),
-            ],
-        )
-        .await,
-    );
+            side(|| nearest(nprobes, use_index)),
+        ];
+        s.extend(interleaved(args.iters, &mut pair).await);
+    }
     println!(
         "\n## Search: top-10 vector search, {VECTORS} × {DIM}-dim vectors, IVF_PQ (64 partitions, \
          16 sub-vectors)\n"
