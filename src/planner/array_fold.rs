@@ -17,6 +17,7 @@ use std::sync::Arc;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Result as DFResult, ScalarValue};
 use datafusion::config::ConfigOptions;
+use datafusion::functions_nested::make_array::MakeArray;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::optimizer::utils::NamePreserver;
@@ -63,29 +64,35 @@ impl AnalyzerRule for FoldNumberArrays {
 }
 
 fn has_number_array(expr: &Expr) -> bool {
-    expr.exists(|e| Ok(number_elements(e).is_some()))
+    expr.exists(|e| Ok(number_literals(e).is_some()))
         .unwrap_or(false)
 }
 
-/// The elements of `make_array(<number literal>, ...)` whose literals share
-/// one type.
-fn number_elements(expr: &Expr) -> Option<Vec<ScalarValue>> {
+/// The literals of DataFusion's `make_array(<number literal>, ...)` when
+/// they share one type.
+fn number_literals(expr: &Expr) -> Option<&[Expr]> {
     let Expr::ScalarFunction(call) = expr else {
         return None;
     };
-    if call.name() != "make_array" || call.args.is_empty() {
+    if !call.func.inner().is::<MakeArray>() {
         return None;
     }
-    let mut values = Vec::with_capacity(call.args.len());
-    for arg in &call.args {
-        match arg {
-            Expr::Literal(value, None) if !value.is_null() => values.push(value.clone()),
-            _ => return None,
-        }
-    }
-    let kind = values[0].data_type();
+    let kind = match call.args.first()? {
+        Expr::Literal(value, None) => value.data_type(),
+        _ => return None,
+    };
     let number = kind.is_integer() || kind.is_floating();
-    (number && values.iter().all(|v| v.data_type() == kind)).then_some(values)
+    let same = |arg: &Expr| matches!(arg, Expr::Literal(value, None) if !value.is_null() && value.data_type() == kind);
+    (number && call.args.iter().all(same)).then_some(call.args.as_slice())
+}
+
+/// The elements of [`number_literals`].
+fn number_elements(expr: &Expr) -> Option<Vec<ScalarValue>> {
+    let values = number_literals(expr)?.iter().filter_map(|arg| match arg {
+        Expr::Literal(value, _) => Some(value.clone()),
+        _ => None,
+    });
+    Some(values.collect())
 }
 
 fn fold(expr: Expr) -> DFResult<Transformed<Expr>> {
