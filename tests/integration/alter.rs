@@ -11,8 +11,8 @@ use datafusion_lance::{
     resolve_lance_tables,
 };
 use datafusion_proto::bytes::{
-    logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
-    physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+    logical_plan_to_bytes_with_extension_codec, physical_plan_from_bytes_with_extension_codec,
+    physical_plan_to_bytes_with_extension_codec,
 };
 
 use datafusion_lance::LanceTableProvider;
@@ -21,7 +21,7 @@ use lance::dataset::WriteMode;
 use crate::fixtures::{numbers_batch, params, write};
 use crate::support::faults::FaultInjector;
 use crate::support::{
-    append_elsewhere, context, dataset_path, ints, private_cache, sorted_rows, sql,
+    append_elsewhere, context, dataset_path, ints, private_cache, run_decoded, sorted_rows, sql,
 };
 
 /// `t` at `dir`/t.lance with ids 1..=n, a price and a name.
@@ -96,15 +96,7 @@ async fn every_schema_change_round_trips_through_both_codecs() {
         .unwrap();
     let codec = LanceLogicalCodec::new();
     let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &codec).unwrap();
-    let decoded =
-        logical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec).unwrap();
-    let report = worker
-        .execute_logical_plan(decoded)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let report = run_decoded(&worker, &bytes).await.unwrap();
     assert_eq!(sorted_rows(&report).len(), 1, "one report row: {report:?}");
     assert_eq!(ints(&origin, versions).await, [before[0] + 1]);
     // The origin's registered table predates the column: read it afresh.

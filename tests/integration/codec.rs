@@ -33,7 +33,7 @@ use datafusion_proto::bytes::{
 use tempfile::TempDir;
 
 use crate::fixtures;
-use crate::support::{context, dataset_path, ints, private_cache, sorted_rows, sql};
+use crate::support::{context, dataset_path, ints, private_cache, run_decoded, sorted_rows, sql};
 
 /// Two identical tables `a` and `b` (and `pa`/`pb` with a primary key),
 /// registered on `origin`; `worker` has its own Lance session and no tables.
@@ -263,16 +263,7 @@ async fn unresolved_plans_read_the_latest_version_on_the_worker() {
     )
     .await
     .unwrap();
-    let decoded =
-        logical_plan_from_bytes_with_extension_codec(&bytes, &t.worker.task_ctx(), &codec).unwrap();
-    let rows = t
-        .worker
-        .execute_logical_plan(decoded)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let rows = run_decoded(&t.worker, &bytes).await.unwrap();
     let now = ints(&t.origin, query).await;
     assert_eq!(sorted_rows(&rows), vec![now[0].to_string()]);
 
@@ -301,14 +292,7 @@ async fn unresolved_plans_read_the_latest_version_on_the_worker() {
         .logical_plan()
         .clone();
     let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &codec).unwrap();
-    let decoded =
-        logical_plan_from_bytes_with_extension_codec(&bytes, &t.worker.task_ctx(), &codec).unwrap();
-    let error = t
-        .worker
-        .execute_logical_plan(decoded)
-        .await
-        .unwrap()
-        .collect()
+    let error = run_decoded(&t.worker, &bytes)
         .await
         .unwrap_err()
         .to_string();
@@ -320,16 +304,7 @@ async fn unresolved_plans_read_the_latest_version_on_the_worker() {
     let stats = "SELECT cache, entries FROM lance_cache_stats()";
     let plan = t.origin.sql(stats).await.unwrap().logical_plan().clone();
     let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &codec).unwrap();
-    let decoded =
-        logical_plan_from_bytes_with_extension_codec(&bytes, &t.worker.task_ctx(), &codec).unwrap();
-    let rows = t
-        .worker
-        .execute_logical_plan(decoded)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let rows = run_decoded(&t.worker, &bytes).await.unwrap();
     let on_worker = sorted_rows(&sql(&t.worker, stats).await.unwrap());
     let on_origin = sorted_rows(&sql(&t.origin, stats).await.unwrap());
     assert_eq!(sorted_rows(&rows), on_worker);
@@ -363,16 +338,7 @@ async fn a_pinned_table_stays_pinned_after_a_round_trip() {
         .clone();
     let codec = LanceLogicalCodec::new();
     let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &codec).unwrap();
-    let decoded =
-        logical_plan_from_bytes_with_extension_codec(&bytes, &t.worker.task_ctx(), &codec).unwrap();
-    let rows = t
-        .worker
-        .execute_logical_plan(decoded)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let rows = run_decoded(&t.worker, &bytes).await.unwrap();
     // Version 1 holds all 1000 rows (the fixture's delete made version 2).
     assert_eq!(sorted_rows(&rows), vec!["1000"]);
 }

@@ -13,7 +13,7 @@ use lance_index::pb::VectorMetricType;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::support::{context, dataset_path, ok, private_cache, sorted_rows, sql};
+use crate::support::{context, dataset_path, ok, private_cache, run_decoded, sorted_rows, sql};
 
 const DIM: i32 = 16;
 
@@ -483,8 +483,8 @@ async fn assert_round_trips(
     use datafusion_lance::physical_plan::LanceSearchExec;
     use datafusion_lance::{LanceSessionContextExt, resolve_lance_tables};
     use datafusion_proto::bytes::{
-        logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
-        physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+        logical_plan_to_bytes_with_extension_codec, physical_plan_from_bytes_with_extension_codec,
+        physical_plan_to_bytes_with_extension_codec,
     };
 
     let explain = |plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>| {
@@ -526,15 +526,7 @@ async fn assert_round_trips(
         .unwrap();
     let codec = LanceLogicalCodec::new();
     let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &codec).unwrap();
-    let decoded =
-        logical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec).unwrap();
-    let rows = worker
-        .execute_logical_plan(decoded)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let rows = run_decoded(worker, &bytes).await.unwrap();
     assert_eq!(sorted_rows(&rows), expected, "{statement}");
 }
 

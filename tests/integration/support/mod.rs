@@ -216,6 +216,21 @@ pub(crate) async fn sql(
     ctx.lance_sql(sql).await?.collect().await
 }
 
+/// Runs in `worker` a logical plan `bytes` encodes with the Lance logical
+/// codec (as another process would receive it).
+pub(crate) async fn run_decoded(
+    worker: &SessionContext,
+    bytes: &[u8],
+) -> datafusion::error::Result<Vec<RecordBatch>> {
+    let codec = datafusion_lance::codec::LanceLogicalCodec::new();
+    let plan = datafusion_proto::bytes::logical_plan_from_bytes_with_extension_codec(
+        bytes,
+        &worker.task_ctx(),
+        &codec,
+    )?;
+    worker.execute_logical_plan(plan).await?.collect().await
+}
+
 /// Runs `statement`, panicking with its error.
 pub(crate) async fn ok(ctx: &SessionContext, statement: &str) {
     sql(ctx, statement)
