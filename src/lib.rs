@@ -1,5 +1,6 @@
 #![doc = include_str!("tour.md")]
 
+pub mod cancel;
 mod catalog;
 pub mod cluster;
 pub mod codec;

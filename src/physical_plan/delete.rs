@@ -14,7 +14,7 @@ use lance::dataset::transaction::Operation;
 use super::journal::{self, Start};
 use super::rows::{apply_deletions, collect_addresses};
 use super::target::{
-    OpenTarget, WriteTarget, count_batch, count_schema, execute_all, one_row_properties,
+    OpenTarget, WriteTarget, count_batch, count_schema, execute_sources, one_row_properties,
     write_error,
 };
 use super::transaction::Commit;
@@ -101,7 +101,7 @@ impl ExecutionPlan for LanceDeleteExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        let inputs = execute_all("LanceDeleteExec", &self.input, partition, &context)?;
+        let inputs = execute_sources("LanceDeleteExec", &self.input, partition, &context)?;
         let target = self.target.open(&context);
         let fut = async move {
             let _writing = target.in_flight();

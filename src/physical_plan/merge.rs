@@ -31,7 +31,7 @@ use super::merge_options::{
     stats_schema,
 };
 use super::target::{
-    OpenTarget, WriteTarget, count_batch, count_schema, execute_all, one_row_properties,
+    OpenTarget, WriteTarget, count_batch, count_schema, execute_sources, one_row_properties,
     write_error,
 };
 use super::transaction::{Commit, commit_error};
@@ -209,7 +209,7 @@ impl ExecutionPlan for LanceMergeExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        let inputs = execute_all("LanceMergeExec", &self.input, partition, &context)?;
+        let inputs = execute_sources("LanceMergeExec", &self.input, partition, &context)?;
         let source_schema = self.input.schema();
         let key_indices = self
             .keys

@@ -353,6 +353,21 @@ pub(crate) fn execute_all(
         .collect()
 }
 
+/// [`execute_all`] for the rows a statement writes from: each stream ends in
+/// an error once the statement is cancelled (see [`crate::cancel`]), so the
+/// statement fails before it commits and removes what it wrote.
+pub(crate) fn execute_sources(
+    node: &str,
+    input: &Arc<dyn ExecutionPlan>,
+    partition: usize,
+    context: &Arc<TaskContext>,
+) -> DFResult<Vec<SendableRecordBatchStream>> {
+    Ok(execute_all(node, input, partition, context)?
+        .into_iter()
+        .map(|stream| crate::cancel::cancellable(stream, context))
+        .collect())
+}
+
 /// `plan` narrowed to the columns `projection` selects (table functions
 /// whose report is computed whole).
 pub(crate) fn project(

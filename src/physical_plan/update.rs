@@ -19,7 +19,7 @@ use roaring::RoaringTreemap;
 use super::journal::{self, Start};
 use super::rows::{addresses_of, apply_deletions};
 use super::target::{
-    OpenTarget, WriteTarget, count_batch, count_schema, execute_all, join_writers,
+    OpenTarget, WriteTarget, count_batch, count_schema, execute_sources, join_writers,
     one_row_properties, write_error,
 };
 use super::transaction::Commit;
@@ -121,7 +121,7 @@ impl ExecutionPlan for LanceUpdateExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        let inputs = execute_all("LanceUpdateExec", &self.input, partition, &context)?;
+        let inputs = execute_sources("LanceUpdateExec", &self.input, partition, &context)?;
         let target = self.target.open(&context);
         let fut = async move {
             let _writing = target.in_flight();

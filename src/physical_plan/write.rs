@@ -126,7 +126,8 @@ impl ExecutionPlan for LanceWriteExec {
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
         let target = self.target.open(&context);
-        let input = self.input.execute(partition, context)?;
+        let input = self.input.execute(partition, Arc::clone(&context))?;
+        let input = crate::cancel::cancellable(input, &context);
         let rows_written = MetricBuilder::new(&self.metrics).output_rows(partition);
         let fut = async move {
             // Its files are kept from `lance_vacuum` in this process while it

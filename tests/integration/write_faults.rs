@@ -236,6 +236,51 @@ async fn a_copy_overtaken_by_a_create_leaves_no_file() {
     assert_eq!(table.count_rows(None).await.unwrap(), 100);
 }
 
+/// A statement cancelled through `datafusion_lance::cancel` (what Ctrl-C
+/// does in `lance-sql`) fails like any failed statement: nothing committed,
+/// nothing left behind; the next statement runs. `TRUNCATE` reads nothing
+/// and commits at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancelled_write_commits_nothing_and_leaves_no_file() {
+    use datafusion_lance::cancel::{CANCELLED, Cancellation};
+    let copy = (
+        "COPY",
+        "COPY (SELECT value AS id FROM generate_series(0, 499)) \
+         TO 'shared-memory://cancelled-copy/c.lance' STORED AS LANCE",
+    );
+    for (s, (statement, sql_text)) in STATEMENTS.iter().chain([&copy]).enumerate() {
+        if *statement == "TRUNCATE" {
+            continue;
+        }
+        let uri = format!("shared-memory://cancelled-{s}/t.lance");
+        let ctx = context(2, &private_cache());
+        faulty_table(&ctx, &uri, &FaultInjector::new()).await;
+        ok(&ctx, "SET lance.max_rows_per_file = 64").await;
+        let before = state(&ctx).await;
+        Cancellation::install(&ctx).cancel();
+        let error = match sql(&ctx, sql_text).await {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{statement}: ran to the end though cancelled"),
+        };
+        assert!(error.contains(CANCELLED), "{statement}: {error}");
+        Cancellation::install(&ctx);
+        assert_eq!(state(&ctx).await, before, "{statement}: the table changed");
+        assert_eq!(
+            stored_files(&uri).await,
+            referenced_files(&uri).await,
+            "{statement}: the cancelled statement left files behind"
+        );
+        assert!(
+            stored_files("shared-memory://cancelled-copy/c.lance")
+                .await
+                .is_empty(),
+            "{statement}: the cancelled COPY left files behind"
+        );
+        ok(&ctx, sql_text).await;
+        validates(&uri).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dropped_insert_commits_nothing() {
     let dir = tempfile::tempdir().unwrap();
