@@ -16,7 +16,7 @@
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 static ROWS_READ: AtomicU64 = AtomicU64::new(0);
@@ -129,10 +129,14 @@ const CLEAR: &str = "\r\x1b[2K";
 /// zero), the statement's progress is written every 250 ms over the same
 /// line; [`finish`] erases it. It runs only while its statement does.
 ///
+/// The line ticks on a thread of its own, on time: it shows the elapsed time
+/// even while every worker of the runtime is busy (a join that reads
+/// nothing more for seconds).
+///
 /// [`finish`]: ProgressLine::finish
 pub struct ProgressLine {
-    shared: Arc<Mutex<LineState>>,
-    ticker: tokio::task::JoinHandle<()>,
+    shared: Arc<(Mutex<LineState>, Condvar)>,
+    ticker: Option<std::thread::JoinHandle<()>>,
 }
 
 struct LineState {
@@ -141,19 +145,25 @@ struct LineState {
     finished: bool,
 }
 
+/// How often a shown line is rewritten.
+const TICK: Duration = Duration::from_millis(250);
+
 impl ProgressLine {
     /// Starts the line on `out` (normally stderr, when it is a terminal).
     pub fn start(out: Box<dyn Write + Send>, delay: Duration) -> Self {
-        let shared = Arc::new(Mutex::new(LineState {
-            out,
-            shown: false,
-            finished: false,
-        }));
+        let shared = Arc::new((
+            Mutex::new(LineState {
+                out,
+                shown: false,
+                finished: false,
+            }),
+            Condvar::new(),
+        ));
         let start = Progress::now();
         let started = Instant::now();
         if delay.is_zero() {
             // Shown at once: at least one line, however short the statement.
-            let mut state = shared.lock().unwrap_or_else(|p| p.into_inner());
+            let mut state = shared.0.lock().unwrap_or_else(|p| p.into_inner());
             let _ = write!(
                 state.out,
                 "{CLEAR}{}",
@@ -164,11 +174,17 @@ impl ProgressLine {
         }
         let ticker = {
             let shared = Arc::clone(&shared);
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                loop {
-                    {
-                        let mut state = shared.lock().unwrap_or_else(|p| p.into_inner());
+            std::thread::Builder::new()
+                .name("progress-line".into())
+                .spawn(move || {
+                    let (lock, finished) = &*shared;
+                    let mut state = lock.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut wait = delay;
+                    loop {
+                        state = finished
+                            .wait_timeout_while(state, wait, |s| !s.finished)
+                            .unwrap_or_else(|p| p.into_inner())
+                            .0;
                         if state.finished {
                             return;
                         }
@@ -176,10 +192,10 @@ impl ProgressLine {
                         let _ = write!(state.out, "{CLEAR}{line}");
                         let _ = state.out.flush();
                         state.shown = true;
+                        wait = TICK;
                     }
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-            })
+                })
+                .ok()
         };
         Self { shared, ticker }
     }
@@ -191,14 +207,20 @@ impl ProgressLine {
 
 impl Drop for ProgressLine {
     fn drop(&mut self) {
-        let mut state = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        state.finished = true;
-        if state.shown {
-            let _ = write!(state.out, "{CLEAR}");
-            let _ = state.out.flush();
-            state.shown = false;
+        {
+            let (lock, finished) = &*self.shared;
+            let mut state = lock.lock().unwrap_or_else(|p| p.into_inner());
+            state.finished = true;
+            if state.shown {
+                let _ = write!(state.out, "{CLEAR}");
+                let _ = state.out.flush();
+                state.shown = false;
+            }
+            finished.notify_all();
         }
-        self.ticker.abort();
+        if let Some(ticker) = self.ticker.take() {
+            let _ = ticker.join();
+        }
     }
 }
 
@@ -236,12 +258,11 @@ mod tests {
         assert_eq!(thousands(1000), "1,000");
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn shows_after_the_delay_and_erases_itself() {
+    #[test]
+    fn shows_after_the_delay_and_erases_itself() {
         let out = Captured::default();
         // Finished before the delay: nothing is written.
         let line = ProgressLine::start(Box::new(out.clone()), Duration::from_secs(3600));
-        tokio::task::yield_now().await;
         line.finish();
         assert!(out.0.lock().unwrap().is_empty());
 
@@ -256,5 +277,25 @@ mod tests {
         assert!(text.contains("optimizing"), "{text:?}");
         assert!(text.ends_with(CLEAR), "{text:?}");
         assert!(!text.contains('\n'), "{text:?}");
+    }
+
+    /// The line needs no async runtime: it ticks while the thread that
+    /// started it is busy (here, with no runtime at all).
+    #[test]
+    fn ticks_on_its_own_thread() {
+        let out = Captured::default();
+        let line = ProgressLine::start(Box::new(out.clone()), Duration::from_millis(1));
+        let renders = || {
+            let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+            text.matches(" s").count()
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while renders() < 3 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(renders() >= 3, "the line did not tick");
+        line.finish();
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        assert!(text.ends_with(CLEAR), "{text:?}");
     }
 }
