@@ -153,6 +153,81 @@ async fn options_url_tables_and_scripts() {
     assert!(stderr(&out).contains("broken"), "{}", stderr(&out));
 }
 
+/// `-c` and `-f` run every statement of their text, however many share a
+/// line; a `;` inside quotes or a comment does not end one.
+#[test]
+fn several_statements_in_one_command_or_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "SELECT 1 AS a; SELECT 'x;y' AS b -- c; d\n; SELECT 3 AS c",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "a\n1\nb\nx;y\nc\n3\n");
+
+    // The first failing statement of -c ends the run.
+    let out = lance_sql(&["-q", "--format", "csv", "-c", "SELECT nope; SELECT 2 AS b"]);
+    assert!(!out.status.success());
+    assert_eq!(stdout(&out), "");
+
+    let script = dir.path().join("two.sql");
+    std::fs::write(
+        &script,
+        "SELECT 1 AS a; SELECT 2 AS b;\nSELECT 'p;q' AS c;\n",
+    )
+    .unwrap();
+    let out = lance_sql(&["-q", "--format", "csv", "-f", script.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "a\n1\nb\n2\nc\np;q\n");
+}
+
+/// Row formats print every row of every statement kind: `EXECUTE` of a
+/// prepared statement included, past `--maxrows` and over several batches;
+/// `table` (and the default `automatic`) prints `--maxrows` rows.
+#[test]
+fn every_row_of_an_execute_prints_in_row_formats() {
+    let prepare = "PREPARE p(BIGINT) AS SELECT v FROM generate_series(1, 30000) AS g(v) WHERE v <= $1 ORDER BY v";
+    for format in ["csv", "tsv", "ndjson", "json"] {
+        let out = lance_sql(&[
+            "-q",
+            "--format",
+            format,
+            "--maxrows",
+            "5",
+            "-c",
+            prepare,
+            "-c",
+            "EXECUTE p(20000)",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stdout(&out);
+        let rows = match format {
+            "csv" | "tsv" => text.lines().count() - 1,
+            _ => text.matches("{\"v\":").count(),
+        };
+        assert_eq!(rows, 20000, "{format}");
+        assert!(text.contains("20000"), "{format}");
+    }
+    for args in [
+        &["--maxrows", "5"][..],
+        &["--maxrows", "5", "--format", "table"],
+    ] {
+        let mut all = vec!["-c", prepare, "-c", "EXECUTE p(20000)"];
+        all.extend_from_slice(args);
+        let out = lance_sql(&all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.contains("| 5 ") && !text.contains("| 6 "), "{text}");
+        assert!(
+            text.contains("20000 row(s) fetched. (First 5 displayed"),
+            "{text}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn merge_into_runs_in_lance_sql() {
     let dir = tempfile::tempdir().unwrap();

@@ -21,6 +21,7 @@ mod indexes;
 mod layout;
 mod merges;
 mod read_faults;
+mod repl;
 mod rest_catalog;
 mod s3;
 mod scans;

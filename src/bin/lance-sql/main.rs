@@ -8,7 +8,6 @@
 //! df://HOST:PORT` every statement runs on a Ballista cluster of
 //! `lance-cluster` processes.
 
-use std::io::BufRead;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,9 +25,15 @@ use datafusion_cli::pool_type::PoolType;
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
 
+mod interrupt;
+mod repl;
+mod split;
 mod statements;
 
-use statements::{ProgressMode, run_statement};
+use datafusion::execution::SessionStateBuilder;
+use datafusion_lance::cancel::YieldAboveJoins;
+use interrupt::Interrupts;
+use statements::{Outcome, ProgressMode, Runner};
 
 #[derive(Debug, Parser)]
 #[clap(
@@ -181,8 +186,10 @@ fn parse_format(format: &str) -> std::result::Result<PrintFormat, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     match main_inner().await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::FAILURE,
+        // As a shell reports a command ended by SIGINT.
+        Ok(Outcome::Cancelled) => ExitCode::from(130),
         Err(e) => {
             eprintln!("Error: {e}");
             ExitCode::FAILURE
@@ -190,10 +197,11 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Runs the CLI; `Ok(false)` when a statement of a script failed.
-async fn main_inner() -> Result<bool> {
+/// Runs the CLI: how its statements ended (the worst of them).
+async fn main_inner() -> Result<Outcome> {
     let args = Args::parse();
     statements::set_progress(args.progress);
+    let interrupts = Interrupts::install()?;
     if let Some(dir) = &args.data_path {
         std::env::set_current_dir(dir)?;
     }
@@ -231,8 +239,14 @@ async fn main_inner() -> Result<bool> {
                 .with_max_temp_directory_size(limit as u64),
         );
     }
-    let runtime = runtime.build_arc()?;
-    let ctx = SessionContext::new_with_config_rt(config, runtime);
+    // Joins yield to the runtime now and then, so Ctrl-C can stop them.
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime.build_arc()?)
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(YieldAboveJoins::default()))
+        .build();
+    let ctx = SessionContext::new_with_state(state);
     datafusion_lance::register_lance(&ctx)?;
     let ctx = match &args.cluster {
         Some(url) => datafusion_lance::cluster::ballista::connect(url, ctx.state()).await?,
@@ -244,18 +258,27 @@ async fn main_inner() -> Result<bool> {
         ctx.state_weak_ref(),
     )));
     for (name, root) in &args.catalogs {
-        datafusion_lance::register_lance_catalog(&ctx, name, root, Default::default()).await?;
+        tokio::select! {
+            attached = datafusion_lance::register_lance_catalog(&ctx, name, root, Default::default()) => {
+                attached?;
+            }
+            () = interrupts.next() => return Ok(Outcome::Cancelled),
+        }
     }
 
     if !args.quiet {
         println!("lance-sql (datafusion-lance {})", env!("CARGO_PKG_VERSION"));
     }
-    let mut print_options = PrintOptions {
-        format: args.format,
-        quiet: args.quiet,
-        maxrows: args.maxrows,
-        color: args.color,
-        instrumented_registry: registry,
+    let mut runner = Runner {
+        ctx,
+        print_options: PrintOptions {
+            format: args.format,
+            quiet: args.quiet,
+            maxrows: args.maxrows,
+            color: args.color,
+            instrumented_registry: registry,
+        },
+        interrupts,
     };
 
     // Startup files: -r, or ~/.lance-sqlrc when there is one.
@@ -267,148 +290,45 @@ async fn main_inner() -> Result<bool> {
             .unwrap_or_default()
     });
     for file in &rc {
-        if !run_file(&ctx, file, &print_options).await? {
-            return Ok(false);
+        let outcome = run_file(&runner, file).await?;
+        if outcome != Outcome::Done {
+            return Ok(outcome);
         }
     }
 
     if args.command.is_empty() && args.file.is_empty() {
-        repl(&ctx, &mut print_options)
+        repl::repl(&mut runner)
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)))?;
-        return Ok(true);
+        return Ok(Outcome::Done);
     }
-    let mut ok = true;
+    let mut outcome = Outcome::Done;
     for file in &args.file {
-        ok &= run_file(&ctx, file, &print_options).await?;
-    }
-    for command in args.command {
-        // Like datafusion-cli: the first failing command ends the run.
-        if !run_statement(&ctx, command, &print_options).await {
-            return Ok(false);
+        match run_file(&runner, file).await? {
+            Outcome::Cancelled => return Ok(Outcome::Cancelled),
+            Outcome::Failed => outcome = Outcome::Failed,
+            Outcome::Done => {}
         }
     }
-    Ok(ok)
+    for command in &args.command {
+        // Like datafusion-cli: the first failing statement ends the run.
+        match runner.run_text(command, false).await {
+            Outcome::Done => {}
+            other => return Ok(other),
+        }
+    }
+    Ok(outcome)
 }
 
-/// Runs a script statement by statement (a statement ends with `;` at the end
-/// of a line, as in `datafusion-cli`). A failing statement is reported on
-/// stderr and the script goes on; the exit status then reports the failure.
-async fn run_file(ctx: &SessionContext, path: &str, print_options: &PrintOptions) -> Result<bool> {
-    let reader = std::io::BufReader::new(std::fs::File::open(path)?);
-    let mut ok = true;
-    let mut statement = String::new();
-    for line in reader.lines() {
-        let line = line?;
-        if line.starts_with("--") || line.starts_with("#!") {
-            continue;
-        }
-        let line = line.trim_end();
-        statement.push_str(line);
-        if line.ends_with(';') {
-            ok &= run_statement(ctx, std::mem::take(&mut statement), print_options).await;
-        } else {
-            statement.push('\n');
-        }
-    }
-    if statement.contains(|c: char| !c.is_whitespace()) {
-        ok &= run_statement(ctx, statement, print_options).await;
-    }
-    Ok(ok)
-}
-
-/// Splits input at `;` outside quotes.
-fn split_statements(sql: &str) -> Vec<String> {
-    let (mut out, mut current) = (Vec::new(), String::new());
-    let (mut single, mut double) = (false, false);
-    for c in sql.chars() {
-        match c {
-            '\'' if !double => single = !single,
-            '"' if !single => double = !double,
-            ';' if !single && !double => {
-                if !current.trim().is_empty() {
-                    out.push(format!("{};", current.trim()));
-                }
-                current.clear();
-                continue;
-            }
-            _ => {}
-        }
-        current.push(c);
-    }
-    if !current.trim().is_empty() {
-        out.push(format!("{};", current.trim()));
-    }
-    out
-}
-
-/// The interactive loop of datafusion-cli, with `MERGE INTO` support.
-async fn repl(ctx: &SessionContext, print_options: &mut PrintOptions) -> rustyline::Result<()> {
-    use datafusion_cli::command::{Command, OutputFormat};
-    use datafusion_cli::helper::CliHelper;
-    use rustyline::error::ReadlineError;
-
-    let mut rl = rustyline::Editor::new()?;
-    rl.set_helper(Some(CliHelper::new(
-        &ctx.state().config().options().sql_parser.dialect,
-        print_options.color,
-    )));
-    rl.load_history(".history").ok();
-    loop {
-        match rl.readline("> ") {
-            Ok(line) if line.starts_with('\\') => {
-                rl.add_history_entry(line.trim_end())?;
-                let command = line.split_whitespace().collect::<Vec<_>>().join(" ");
-                match command[1..].parse::<Command>() {
-                    Ok(Command::Quit) => break,
-                    Ok(Command::OutputFormat(Some(format))) => match format.parse::<OutputFormat>()
-                    {
-                        Ok(format) => {
-                            if let Err(e) = format.execute(print_options).await {
-                                eprintln!("{e}");
-                            }
-                        }
-                        Err(_) => eprintln!("'\\{}' is not a valid command", &line[1..]),
-                    },
-                    Ok(Command::OutputFormat(None)) => {
-                        println!("Output format is {:?}.", print_options.format)
-                    }
-                    Ok(command) => {
-                        if let Err(e) = command.execute(ctx, print_options).await {
-                            eprintln!("{e}");
-                        }
-                    }
-                    Err(_) => eprintln!(
-                        "'\\{}' is not a valid command, you can use '\\?' to see all commands",
-                        &line[1..]
-                    ),
-                }
-            }
-            Ok(line) => {
-                for statement in split_statements(&line) {
-                    rl.add_history_entry(statement.trim_end())?;
-                    tokio::select! {
-                        _ = run_statement(ctx, statement, print_options) => {}
-                        _ = tokio::signal::ctrl_c() => println!("^C"),
-                    }
-                }
-                if let Some(helper) = rl.helper_mut() {
-                    helper.set_dialect(&ctx.state().config().options().sql_parser.dialect);
-                }
-            }
-            Err(ReadlineError::Interrupted) => {
-                println!("^C");
-                continue;
-            }
-            Err(ReadlineError::Eof) => {
-                println!("\\q");
-                break;
-            }
-            Err(e) => {
-                eprintln!("Unknown error happened {e:?}");
-                break;
-            }
-        }
-    }
-    rl.save_history(".history")
+/// Runs a script statement by statement. A failing statement is reported on
+/// stderr and the script goes on (the outcome then reports the failure);
+/// Ctrl-C stops it.
+async fn run_file(runner: &Runner, path: &str) -> Result<Outcome> {
+    let text = std::fs::read_to_string(path)?;
+    // A `#!` first line makes a script executable.
+    let text = match text.strip_prefix("#!") {
+        Some(rest) => rest.split_once('\n').map_or("", |(_, body)| body),
+        None => &text,
+    };
+    Ok(runner.run_text(text, true).await)
 }

@@ -1,21 +1,28 @@
-//! Running one statement: planned by datafusion-lance or DataFusion,
-//! executed here (with a live progress line on a terminal) or, for DDL and
-//! other commands, by datafusion-cli.
+//! Running statements: planned by datafusion-lance or DataFusion, executed
+//! here (with a live progress line on a terminal) or, for DDL and other
+//! commands, by datafusion-cli; cancelled by Ctrl-C.
 
 use std::io::IsTerminal;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use datafusion::arrow::array::RecordBatch;
 use datafusion::error::Result;
-use datafusion::logical_expr::LogicalPlan;
-use datafusion::physical_plan::SendableRecordBatchStream;
+use datafusion::logical_expr::{LogicalPlan, Statement};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{SendableRecordBatchStream, execute_stream};
 use datafusion::prelude::SessionContext;
 use datafusion_cli::exec;
 use datafusion_cli::print_format::PrintFormat;
-use datafusion_cli::print_options::PrintOptions;
+use datafusion_cli::print_options::{MaxRows, PrintOptions};
+use datafusion_lance::cancel::{self, Cancellation};
 use datafusion_lance::progress::ProgressLine;
 use futures::StreamExt;
+
+use crate::interrupt::Interrupts;
+use crate::split::split_statements;
 
 /// When statements show a live progress line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -28,6 +35,10 @@ pub(crate) enum ProgressMode {
 
 /// How long a statement runs before its progress line shows.
 const PROGRESS_DELAY: Duration = Duration::from_secs(2);
+
+/// How long a cancelled statement that writes is given to fail and remove
+/// what it wrote (a second Ctrl-C stops waiting).
+const WRITE_GRACE: Duration = Duration::from_secs(10);
 
 /// The delay before progress lines, `None` when they are off (set once).
 static PROGRESS: OnceLock<Option<Duration>> = OnceLock::new();
@@ -68,50 +79,191 @@ impl Progress {
     }
 }
 
-/// Runs one statement (`MERGE INTO`, time travel and catalog DDL are
-/// planned by datafusion-lance, the rest by DataFusion); reports errors on
-/// stderr.
-pub(crate) async fn run_statement(
-    ctx: &SessionContext,
-    sql: String,
-    print_options: &PrintOptions,
-) -> bool {
-    let progress = Progress::start();
-    let result = match datafusion_lance::plan_lance_sql(&ctx.state(), &sql).await {
-        Ok(Some(plan)) => run_plan(ctx, plan, print_options, &progress).await,
-        Ok(None) => run_datafusion(ctx, sql, print_options, &progress).await,
-        Err(e) => Err(e),
-    };
-    progress.done();
-    match result {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("Error: {e}");
-            false
+/// How a statement (or a run of them) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Done,
+    /// It failed; the error was reported on stderr.
+    Failed,
+    /// Ctrl-C cancelled it.
+    Cancelled,
+}
+
+/// What runs statements: the context, how results print, and Ctrl-C.
+pub(crate) struct Runner {
+    pub(crate) ctx: SessionContext,
+    pub(crate) print_options: PrintOptions,
+    pub(crate) interrupts: Arc<Interrupts>,
+}
+
+impl Runner {
+    /// Runs the statements of `text` in order. With `keep_going`, a failed
+    /// statement is reported and the next one runs (as in `-f` scripts);
+    /// otherwise the first failure ends the run. Ctrl-C always ends it.
+    /// Returns the worst outcome.
+    pub(crate) async fn run_text(&self, text: &str, keep_going: bool) -> Outcome {
+        let dialect = self.ctx.state().config_options().sql_parser.dialect;
+        let statements = match datafusion::sql::sqlparser::dialect::dialect_from_str(dialect) {
+            Some(dialect) => split_statements(text, dialect.as_ref()),
+            None => vec![text.to_string()],
+        };
+        let mut outcome = Outcome::Done;
+        for statement in statements {
+            match self.run_statement(statement).await {
+                Outcome::Done => {}
+                Outcome::Failed if keep_going => outcome = Outcome::Failed,
+                other => return other,
+            }
         }
+        outcome
+    }
+
+    /// Runs one statement (`MERGE INTO`, time travel and catalog DDL are
+    /// planned by datafusion-lance, the rest by DataFusion); reports errors
+    /// on stderr. Ctrl-C cancels it: a statement that only reads is dropped
+    /// at once; one that writes is told to stop and given the time to fail
+    /// like any failed statement (nothing committed, its files removed) —
+    /// unless it had committed already.
+    pub(crate) async fn run_statement(&self, sql: String) -> Outcome {
+        let cancellation = Cancellation::install(&self.ctx);
+        let progress = Progress::start();
+        let writes = AtomicBool::new(false);
+        let mut work = pin!(self.execute(&sql, &progress, &writes));
+        let interrupted = self.interrupts.next();
+        let result = tokio::select! {
+            result = &mut work => Some(result),
+            () = interrupted => {
+                cancellation.cancel();
+                if writes.load(Ordering::SeqCst) {
+                    tokio::select! {
+                        result = &mut work => Some(result),
+                        () = self.interrupts.next() => None,
+                        () = tokio::time::sleep(WRITE_GRACE) => None,
+                    }
+                } else {
+                    None
+                }
+            }
+        };
+        progress.done();
+        match result {
+            Some(Ok(())) => Outcome::Done,
+            Some(Err(e)) if cancellation.is_cancelled() => {
+                if e.to_string().contains(cancel::CANCELLED) {
+                    eprintln!("^C\nCancelled: nothing was committed");
+                } else {
+                    eprintln!("^C\nCancelled: {e}");
+                }
+                Outcome::Cancelled
+            }
+            Some(Err(e)) => {
+                eprintln!("Error: {e}");
+                Outcome::Failed
+            }
+            None if writes.load(Ordering::SeqCst) => {
+                eprintln!(
+                    "^C\nCancelled while writing: files it wrote may be left behind \
+                     (lance_vacuum removes them)"
+                );
+                Outcome::Cancelled
+            }
+            None => {
+                eprintln!("^C");
+                Outcome::Cancelled
+            }
+        }
+    }
+
+    async fn execute(&self, sql: &str, progress: &Progress, writes: &AtomicBool) -> Result<()> {
+        let ctx = &self.ctx;
+        let plan = match datafusion_lance::plan_lance_sql(&ctx.state(), sql).await? {
+            Some(plan) => plan,
+            None => {
+                let plan = ctx.state().create_logical_plan(sql).await?;
+                if !runs_here(&plan) {
+                    // DDL, SET, EXPLAIN, other COPYs (which may need
+                    // datafusion-cli to register their object store).
+                    progress.done();
+                    return exec::exec_from_commands(
+                        ctx,
+                        vec![sql.to_string()],
+                        &self.print_options,
+                    )
+                    .await;
+                }
+                plan
+            }
+        };
+        self.run_plan(plan, progress, writes).await
+    }
+
+    /// Executes a planned statement and prints its rows like datafusion-cli:
+    /// `csv`, `tsv`, `json` and `ndjson` print every row as batches arrive;
+    /// `table` (and `automatic`) the first `--maxrows` rows.
+    async fn run_plan(
+        &self,
+        plan: LogicalPlan,
+        progress: &Progress,
+        writes: &AtomicBool,
+    ) -> Result<()> {
+        let started = datafusion::common::instant::Instant::now();
+        let df = datafusion_lance::execute_lance_plan(&self.ctx, plan).await?;
+        let task_ctx = Arc::new(df.task_ctx());
+        let physical = df.create_physical_plan().await?;
+        writes.store(cancel::writes(&physical), Ordering::SeqCst);
+        let stream = execute_stream(physical, task_ctx)?;
+        let format = self.ctx.state().config_options().format.clone();
+        let options = &self.print_options;
+        if !matches!(options.format, PrintFormat::Table | PrintFormat::Automatic) {
+            let stream = done_at_first_batch(stream, progress.clone());
+            return options.print_stream(stream, started, &format).await;
+        }
+        let schema = stream.schema();
+        let (batches, rows) = first_rows(stream, options.maxrows).await?;
+        progress.done();
+        let table = PrintOptions {
+            format: PrintFormat::Table,
+            ..options.clone()
+        };
+        table.print_batches(schema, &batches, started, rows, &format)
     }
 }
 
-/// Executes a planned statement and prints its rows like datafusion-cli.
-async fn run_plan(
-    ctx: &SessionContext,
-    plan: LogicalPlan,
-    print_options: &PrintOptions,
-    progress: &Progress,
-) -> Result<()> {
-    let started = std::time::Instant::now();
-    let df = datafusion_lance::execute_lance_plan(ctx, plan).await?;
-    let format = ctx.state().config_options().format.clone();
-    if streams(print_options) {
-        let stream = df.execute_stream().await?;
-        let stream = done_at_first_batch(stream, progress.clone());
-        return print_options.print_stream(stream, started, &format).await;
+/// Whether a statement DataFusion planned runs here (queries, DML, `COPY
+/// ... STORED AS LANCE`, `EXECUTE`), rather than through datafusion-cli.
+fn runs_here(plan: &LogicalPlan) -> bool {
+    match plan {
+        LogicalPlan::Statement(Statement::Execute(_)) => true,
+        LogicalPlan::Ddl(_)
+        | LogicalPlan::Statement(_)
+        | LogicalPlan::Explain(_)
+        | LogicalPlan::Analyze(_)
+        | LogicalPlan::DescribeTable(_) => false,
+        LogicalPlan::Copy(copy) => copy.file_type.get_ext().eq_ignore_ascii_case("lance"),
+        _ => true,
     }
-    let schema = Arc::new(df.schema().as_arrow().clone());
-    let batches = df.collect().await?;
-    progress.done();
-    let rows = batches.iter().map(|b| b.num_rows()).sum();
-    print_options.print_batches(schema, &batches, started, rows, &format)
+}
+
+/// The batches holding the first `max` rows (whole batches, as
+/// datafusion-cli keeps them), and how many rows the stream had in all.
+async fn first_rows(
+    mut stream: SendableRecordBatchStream,
+    max: MaxRows,
+) -> Result<(Vec<RecordBatch>, usize)> {
+    let max = match max {
+        MaxRows::Unlimited => usize::MAX,
+        MaxRows::Limited(n) => n,
+    };
+    let (mut kept, mut rows) = (Vec::new(), 0usize);
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        let n = batch.num_rows();
+        if rows < max {
+            kept.push(batch);
+        }
+        rows += n;
+    }
+    Ok((kept, rows))
 }
 
 /// Takes the progress line down when the first batch (or the end) arrives.
@@ -128,41 +280,4 @@ fn done_at_first_batch(
             std::task::Poll::Ready(None)
         }));
     Box::pin(RecordBatchStreamAdapter::new(schema, stream))
-}
-
-/// Whether results print batch by batch as they arrive: every row of every
-/// batch for csv, tsv, json and ndjson (datafusion-cli 54 keeps only the
-/// first batches past `--maxrows` and holds the result in memory).
-fn streams(print_options: &PrintOptions) -> bool {
-    !matches!(
-        print_options.format,
-        PrintFormat::Table | PrintFormat::Automatic
-    )
-}
-
-/// Runs what DataFusion plans: queries, DML and `COPY ... STORED AS LANCE`
-/// here (streamed for row formats, with progress); DDL, `SET`, `EXPLAIN`,
-/// other `COPY`s (which may need datafusion-cli to register their object
-/// store) through datafusion-cli.
-async fn run_datafusion(
-    ctx: &SessionContext,
-    sql: String,
-    print_options: &PrintOptions,
-    progress: &Progress,
-) -> Result<()> {
-    let plan = ctx.state().create_logical_plan(&sql).await?;
-    let ours = match &plan {
-        LogicalPlan::Ddl(_)
-        | LogicalPlan::Statement(_)
-        | LogicalPlan::Explain(_)
-        | LogicalPlan::Analyze(_)
-        | LogicalPlan::DescribeTable(_) => false,
-        LogicalPlan::Copy(copy) => copy.file_type.get_ext().eq_ignore_ascii_case("lance"),
-        _ => true,
-    };
-    if ours {
-        return run_plan(ctx, plan, print_options, progress).await;
-    }
-    progress.done();
-    exec::exec_from_commands(ctx, vec![sql], print_options).await
 }

@@ -4,6 +4,7 @@
 use crate::fixtures::numbers;
 
 pub(crate) mod faults;
+pub(crate) mod pty;
 
 use std::sync::Arc;
 
