@@ -77,7 +77,10 @@ pub(crate) async fn intercept(
         };
         let refresh = lists_tables(&tokens);
         let limit = state.config_options().sql_parser.recursion_limit;
-        let ours = may_be_ours(&tokens);
+        // Dialects that parse time-travel clauses themselves (`AT(...)`,
+        // `FOR SYSTEM_TIME AS OF`): a clause on a statement's target must be
+        // seen here, as DataFusion drops it from a `DELETE`.
+        let ours = may_be_ours(&tokens) || dialect.supports_table_versioning();
         let statement = if ours {
             parse(tokens, dialect.as_ref(), limit)
         } else if parse_theirs {

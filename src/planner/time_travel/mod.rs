@@ -89,11 +89,24 @@ enum Target {
 }
 
 /// The time-travel references of `statement` (nested statements, subqueries
-/// and `EXPLAIN` included).
+/// and `EXPLAIN` included). A clause on the table a statement writes is an
+/// error (see [`write_target`]).
 fn references(statement: &DFStatement) -> DFResult<Vec<Reference>> {
     let mut collect = Collect::default();
     let flow = match statement {
-        DFStatement::Statement(s) => s.visit(&mut collect),
+        DFStatement::Statement(s) => {
+            if let Some((kind, target)) = write_target(s)
+                && let Some(clause) = clause_of(target)
+            {
+                let name = name_of(target);
+                return Err(plan_datafusion_err!(
+                    "{kind}: '{clause}' on the target '{name}' is not supported: a statement \
+                     that writes changes the latest version of its table (read an older \
+                     version with SELECT ... FROM {name} VERSION AS OF <n> instead)"
+                ));
+            }
+            s.visit(&mut collect)
+        }
         DFStatement::Explain(explain) => return references(&explain.statement),
         DFStatement::CopyTo(copy) => match &copy.source {
             CopyToSource::Query(query) => query.visit(&mut collect),
@@ -104,6 +117,58 @@ fn references(statement: &DFStatement) -> DFResult<Vec<Reference>> {
     match flow {
         ControlFlow::Break(e) => Err(e),
         ControlFlow::Continue(()) => Ok(collect.found),
+    }
+}
+
+/// The statement kind and the table it writes, for the statements whose
+/// target the parser reads as a table reference (which may then carry a
+/// time-travel clause or be a `lance_as_of(...)` call).
+fn write_target(statement: &Statement) -> Option<(&'static str, &TableFactor)> {
+    match statement {
+        Statement::Delete(delete) => {
+            let (ast::FromTable::WithFromKeyword(from) | ast::FromTable::WithoutKeyword(from)) =
+                &delete.from;
+            from.first().map(|t| ("DELETE", &t.relation))
+        }
+        Statement::Update(update) => Some(("UPDATE", &update.table.relation)),
+        Statement::Merge(merge) => Some(("MERGE INTO", &merge.table)),
+        _ => None,
+    }
+}
+
+/// The time-travel clause `factor` carries (or the `lance_as_of` call it
+/// is), as written.
+fn clause_of(factor: &TableFactor) -> Option<String> {
+    match factor {
+        TableFactor::Table {
+            version: Some(version),
+            ..
+        } => Some(version.to_string()),
+        TableFactor::Table {
+            name,
+            args: Some(_),
+            ..
+        } if name.to_string().eq_ignore_ascii_case(AS_OF_FUNCTION_NAME) => Some(key(factor)),
+        _ => None,
+    }
+}
+
+/// The table `factor` names (the first argument of `lance_as_of`).
+fn name_of(factor: &TableFactor) -> String {
+    match factor {
+        TableFactor::Table {
+            args: Some(args), ..
+        } => match args.args.first() {
+            Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(ast::Expr::Value(value)))) => {
+                match &value.value {
+                    ast::Value::SingleQuotedString(s) => s.clone(),
+                    other => other.to_string(),
+                }
+            }
+            _ => "<table>".to_string(),
+        },
+        TableFactor::Table { name, .. } => name.to_string(),
+        other => other.to_string(),
     }
 }
 
