@@ -95,7 +95,7 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         }
         ctx.add_analyzer_rule(Arc::new(planner::VectorDimensionCheck::default()));
         ctx.add_analyzer_rule(Arc::new(planner::LanceDmlRewrite::default()));
-        ctx.register_relation_planner(Arc::new(planner::VectorLiteralPlanner::default()))?;
+        ctx.register_relation_planner(Arc::new(planner::LanceFunctionPlanner::default()))?;
         ctx.register_relation_planner(Arc::new(planner::LanceMergePlanner::default()))?;
         ctx.register_relation_planner(Arc::new(planner::VersionClauseGuard::default()))?;
     }

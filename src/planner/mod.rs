@@ -9,9 +9,9 @@ pub(crate) mod intercept;
 pub(crate) mod merge;
 pub(crate) mod merge_into;
 pub(crate) mod snapshot;
+pub(crate) mod table_functions;
 pub(crate) mod time_travel;
 pub(crate) mod vector_check;
-pub(crate) mod vector_literal;
 pub(crate) mod version_clause;
 
 pub use alter::execute_lance_plan;
@@ -21,6 +21,6 @@ pub use intercept::plan_lance_sql;
 pub(crate) use intercept::{Intercepted, intercept};
 pub(crate) use merge::LanceMergePlanner;
 pub use snapshot::{LanceQueryPlanner, resolve_lance_tables};
+pub(crate) use table_functions::LanceFunctionPlanner;
 pub(crate) use vector_check::VectorDimensionCheck;
-pub(crate) use vector_literal::VectorLiteralPlanner;
 pub(crate) use version_clause::VersionClauseGuard;

@@ -283,6 +283,11 @@ impl LanceTableProvider {
             .await
     }
 
+    /// The version this table is pinned to, if it is pinned.
+    pub(crate) fn pinned_version(&self) -> Option<u64> {
+        self.pinned.as_ref().map(|fixed| fixed.snapshot.version)
+    }
+
     /// True when the provider adds Lance's `_rowid` / `_rowaddr` columns.
     pub(crate) fn has_row_columns(&self) -> bool {
         self.row_addr || self.row_id

@@ -32,6 +32,25 @@ pub use vacuum::{VACUUM_FUNCTION_NAME, VacuumFunction};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Expr;
 
+/// The SQL names of every table function [`crate::register_lance`]
+/// registers (`lance_as_of` and `lance_merge` are planned apart).
+pub(crate) fn function_names() -> Vec<&'static str> {
+    let mut names = vec![
+        CACHE_STATS_FUNCTION_NAME,
+        VACUUM_FUNCTION_NAME,
+        FTS_FUNCTION_NAME,
+        ROWS_FUNCTION_NAME,
+        VECTOR_SEARCH_FUNCTION_NAME,
+        HYBRID_SEARCH_FUNCTION_NAME,
+        TAG_FUNCTION_NAME,
+        CREATE_INDEX_FUNCTION_NAME,
+        DROP_INDEX_FUNCTION_NAME,
+        OPTIMIZE_FUNCTION_NAME,
+    ];
+    names.extend(MetadataKind::ALL.map(MetadataKind::function_name));
+    names
+}
+
 /// The string of a string literal argument.
 pub(crate) fn string(expr: &Expr) -> Option<&str> {
     match expr {

@@ -171,3 +171,76 @@ async fn session_context_sql_rejects_time_travel() {
         .unwrap();
     assert_eq!(crate::support::ints_of(&rows), 10);
 }
+
+/// Two versions of one table and two calls of one table function stay
+/// apart in plans shipped to another process: the logical plan (resolved)
+/// and the physical plan, decoded in a context with its own Lance session
+/// and no tables, give the answer the statement gives locally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_versions_of_a_table_round_trip_through_the_codecs_apart() {
+    use datafusion_lance::{LanceLogicalCodec, LancePhysicalCodec, resolve_lance_tables};
+    use datafusion_proto::bytes::{
+        logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
+        physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "versions.lance");
+    crate::fixtures::versions(&uri).await;
+    let other = dataset_path(&dir, "numbers.lance");
+    crate::fixtures::numbers(&other).await;
+    let origin = context(2, &private_cache());
+    ok(
+        &origin,
+        &format!("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    let statement = format!(
+        "SELECT (SELECT count(*) FROM t VERSION AS OF 1) AS a, (SELECT count(*) FROM t) AS b, \
+         (SELECT max(id) FROM lance_as_of('t', 2)) AS c, \
+         (SELECT count(*) FROM lance_versions('t')) AS d, \
+         (SELECT count(*) FROM lance_versions('{other}')) AS e"
+    );
+    let local = sql(&origin, &statement).await.unwrap();
+    assert_eq!(crate::support::sorted_rows(&local), vec!["10|25|19|4|2"]);
+
+    let worker = context(2, &private_cache());
+    let state = origin.state();
+    let plan = datafusion_lance::plan_lance_sql(&state, &statement)
+        .await
+        .unwrap()
+        .expect("time travel is planned by this crate");
+    let plan = resolve_lance_tables(state.optimize(&plan).unwrap(), &state)
+        .await
+        .unwrap();
+    let bytes =
+        logical_plan_to_bytes_with_extension_codec(&plan, &LanceLogicalCodec::new()).unwrap();
+    let decoded = logical_plan_from_bytes_with_extension_codec(
+        &bytes,
+        &worker.task_ctx(),
+        &LanceLogicalCodec::new(),
+    )
+    .unwrap();
+    let rows = worker
+        .execute_logical_plan(decoded)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(crate::support::sorted_rows(&rows), vec!["10|25|19|4|2"]);
+
+    let physical = state.create_physical_plan(&plan).await.unwrap();
+    let bytes =
+        physical_plan_to_bytes_with_extension_codec(physical, &LancePhysicalCodec::new()).unwrap();
+    let decoded = physical_plan_from_bytes_with_extension_codec(
+        &bytes,
+        &worker.task_ctx(),
+        &LancePhysicalCodec::new(),
+    )
+    .unwrap();
+    let rows = datafusion::physical_plan::collect(decoded, worker.task_ctx())
+        .await
+        .unwrap();
+    assert_eq!(crate::support::sorted_rows(&rows), vec!["10|25|19|4|2"]);
+}

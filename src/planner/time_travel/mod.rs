@@ -287,12 +287,19 @@ impl RelationPlanner for PinnedRelations {
         let Some((_, name, table)) = self.tables.iter().find(|(k, ..)| *k == key) else {
             return Ok(RelationPlanning::Original(Box::new(relation)));
         };
-        let plan = LogicalPlanBuilder::scan(
-            name.clone(),
-            provider_as_source(Arc::clone(table) as _),
-            None,
-        )?
-        .build()?;
+        // DataFusion tells scans apart by their names alone (not by what
+        // they read): two versions of one table must not share a name, or
+        // its rewrites take one for the other (scalar subqueries, CSE). The
+        // scan is named by the version it reads; the columns keep the
+        // table's name (or the alias).
+        let version = table
+            .pinned_version()
+            .map_or(String::new(), |v| v.to_string());
+        let scan_name = TableReference::bare(format!("{name}@v{version}"));
+        let plan =
+            LogicalPlanBuilder::scan(scan_name, provider_as_source(Arc::clone(table) as _), None)?
+                .alias(name.clone())?
+                .build()?;
         Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
             plan,
             alias.clone(),

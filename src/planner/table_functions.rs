@@ -1,17 +1,29 @@
-//! [`VectorLiteralPlanner`]: `lance_vector_search(...)` in `FROM` with an
-//! array of number literals as the query vector, planned without folding
-//! the array.
+//! [`LanceFunctionPlanner`]: this crate's table functions in `FROM`,
+//! planned as DataFusion plans table functions, with two differences.
 //!
-//! DataFusion plans a table function's arguments as expressions and folds
-//! them to constants: `[0.1, 0.2, ...]` becomes a `make_array` of one literal
-//! per dimension, evaluated by the simplifier — about 0.25 ms at 64
-//! dimensions, a tenth of an indexed search. This planner reads such an
-//! array straight from the syntax tree as DataFusion would type its numbers
-//! (integers as `Int64` — exact in `f64` below 2⁵³ —, the rest as `f64`) and
-//! hands the same function the resulting list literal. Any other form (a
-//! subquery, an expression, `sql_parser.parse_float_as_decimal`, a clause on
-//! the table reference) is left to DataFusion's table-function planning.
+//! * **Each call is a relation of its own.** DataFusion names every
+//!   table-function scan `f()` and tells scans apart by name alone, so two
+//!   calls with different arguments in one statement
+//!   (`(SELECT count(*) FROM lance_versions('a')), (SELECT count(*) FROM
+//!   lance_versions('b'))`) would be taken for one (uncorrelated scalar
+//!   subqueries are planned once per distinct plan). The scan is named by
+//!   the call as written (`lance_versions('a')`); its columns keep the name
+//!   `f()` (or the alias).
+//! * **Vector literals are not folded.** DataFusion plans a table
+//!   function's arguments as expressions and folds them to constants:
+//!   `[0.1, 0.2, ...]` becomes a `make_array` of one literal per dimension,
+//!   evaluated by the simplifier — about 0.25 ms at 64 dimensions, a tenth
+//!   of an indexed search. The query vector of `lance_vector_search` given
+//!   as an array of number literals is read straight from the syntax tree as
+//!   DataFusion would type its numbers (integers as `Int64` — exact in `f64`
+//!   below 2⁵³ —, the rest as `f64`) and handed to the function as a list
+//!   literal. Any other form (a subquery, an expression,
+//!   `sql_parser.parse_float_as_decimal`) is planned by DataFusion.
+//!
+//! A call with a clause on the reference (`VERSION AS OF`, hints) or named
+//! arguments is left to DataFusion, which reports its own error.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::arrow::array::ListArray;
@@ -24,67 +36,83 @@ use datafusion::logical_expr::planner::{
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder};
 use datafusion::sql::sqlparser::ast::{
     self, FunctionArg, FunctionArgExpr, TableFactor, TableFunctionArgs, UnaryOperator, Value,
+    visit_expressions_mut,
 };
 
-use crate::udtf::VECTOR_SEARCH_FUNCTION_NAME;
+use crate::location::redact_uri;
+use crate::udtf::{VECTOR_SEARCH_FUNCTION_NAME, function_names};
 
-/// The argument position of the query vector.
+/// The argument position of `lance_vector_search`'s query vector.
 const VECTOR_ARGUMENT: usize = 2;
 
-/// Plans `lance_vector_search` calls whose query vector is an array literal.
+/// Plans calls of this crate's table functions (see the module docs).
 #[derive(Debug, Default)]
-pub(crate) struct VectorLiteralPlanner {}
+pub(crate) struct LanceFunctionPlanner {}
 
-impl RelationPlanner for VectorLiteralPlanner {
+impl RelationPlanner for LanceFunctionPlanner {
     fn plan_relation(
         &self,
         relation: TableFactor,
         context: &mut dyn RelationPlannerContext,
     ) -> DFResult<RelationPlanning> {
-        let Some(args) = literal_call(&relation) else {
+        let Some((function, args)) = call(&relation) else {
             return Ok(RelationPlanning::Original(Box::new(relation)));
         };
-        if context
+        let fold_floats = !context
             .context_provider()
             .options()
             .sql_parser
-            .parse_float_as_decimal
-        {
-            return Ok(RelationPlanning::Original(Box::new(relation)));
-        }
+            .parse_float_as_decimal;
         let mut exprs = Vec::with_capacity(args.len());
         for (i, arg) in args.iter().enumerate() {
-            let expr = if i == VECTOR_ARGUMENT {
-                match vector(arg) {
-                    Some(v) => Expr::Literal(v, None),
-                    None => return Ok(RelationPlanning::Original(Box::new(relation))),
-                }
-            } else {
-                context.sql_expr_to_logical_expr((*arg).clone(), &DFSchema::empty())?
-            };
-            exprs.push(expr);
+            let literal =
+                (function == VECTOR_SEARCH_FUNCTION_NAME && i == VECTOR_ARGUMENT && fold_floats)
+                    .then(|| vector(arg))
+                    .flatten();
+            exprs.push(match literal {
+                Some(v) => Expr::Literal(v, None),
+                None => context.sql_expr_to_logical_expr((*arg).clone(), &DFSchema::empty())?,
+            });
         }
         let source = context
             .context_provider()
-            .get_table_function_source(VECTOR_SEARCH_FUNCTION_NAME, exprs)?;
-        let plan = LogicalPlanBuilder::scan(
-            TableReference::bare(format!("{VECTOR_SEARCH_FUNCTION_NAME}()")),
-            source,
-            None,
-        )?
-        .build()?;
-        let TableFactor::Table { alias, .. } = relation else {
-            unreachable!("literal_call matched a table function");
+            .get_table_function_source(function, exprs)?;
+        let TableFactor::Table { alias, .. } = &relation else {
+            unreachable!("call matched a table function");
         };
+        let plan = LogicalPlanBuilder::scan(scan_name(&relation), source, None)?
+            .alias(TableReference::bare(format!("{function}()")))?
+            .build()?;
         Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
-            plan, alias,
+            plan,
+            alias.clone(),
         ))))
     }
 }
 
-/// The arguments of `lance_vector_search(...)` named as DataFusion looks it up,
-/// with no clause on the reference and only literals besides the vector.
-fn literal_call(relation: &TableFactor) -> Option<Vec<&ast::Expr>> {
+/// The name of a call's scan: the call as written, without its alias, with
+/// credentials removed from every string in it (locations may hold them;
+/// plans and `EXPLAIN` never show them).
+fn scan_name(relation: &TableFactor) -> TableReference {
+    let mut call = relation.clone();
+    if let TableFactor::Table { alias, .. } = &mut call {
+        *alias = None;
+    }
+    let _ = visit_expressions_mut(&mut call, |expr| {
+        if let ast::Expr::Value(value) = expr
+            && let Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) = &mut value.value
+        {
+            *s = redact_uri(s);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    TableReference::bare(call.to_string())
+}
+
+/// The function and arguments of a call of one of this crate's table
+/// functions, named as DataFusion looks it up, with no clause on the
+/// reference and only positional arguments.
+fn call(relation: &TableFactor) -> Option<(&'static str, Vec<&ast::Expr>)> {
     let TableFactor::Table {
         name,
         args: Some(TableFunctionArgs {
@@ -107,25 +135,19 @@ fn literal_call(relation: &TableFactor) -> Option<Vec<&ast::Expr>> {
         return None;
     };
     // DataFusion looks the function up by the identifier as written.
-    if part.as_ident()?.to_string() != VECTOR_SEARCH_FUNCTION_NAME
-        || !with_hints.is_empty()
-        || !partitions.is_empty()
-        || !index_hints.is_empty()
-        || args.len() <= VECTOR_ARGUMENT
-    {
+    let written = part.as_ident()?.to_string();
+    let function = function_names().into_iter().find(|f| *f == written)?;
+    if !with_hints.is_empty() || !partitions.is_empty() || !index_hints.is_empty() {
         return None;
     }
-    args.iter()
-        .enumerate()
-        .map(|(i, arg)| match arg {
-            FunctionArg::Unnamed(FunctionArgExpr::Expr(e))
-                if i == VECTOR_ARGUMENT || matches!(e, ast::Expr::Value(_)) =>
-            {
-                Some(e)
-            }
+    let args = args
+        .iter()
+        .map(|arg| match arg {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
             _ => None,
         })
-        .collect()
+        .collect::<Option<Vec<_>>>()?;
+    Some((function, args))
 }
 
 /// A non-empty array of number literals as a `List<Float64>` literal.
