@@ -13,14 +13,17 @@
 //! Everything else is left to DataFusion untouched (`None`): its own parser
 //! reports its own errors.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::common::plan_err;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{ExplainOption, LogicalPlan, LogicalPlanBuilder};
-use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
-use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
+use datafusion::sql::parser::{CopyToSource, DFParserBuilder, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::{
+    self, FunctionArg, FunctionArgExpr, ObjectType, Statement, TableFactor, Value, Visit, Visitor,
+};
 use datafusion::sql::sqlparser::dialect::{Dialect, dialect_from_str};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
@@ -30,6 +33,10 @@ use super::index::plan_index_statement;
 use super::merge_into::{mark_stars, plan_merge_into};
 use super::time_travel::{self, AS_OF_FUNCTION_NAME, PinnedRelations};
 use crate::catalog::{plan_catalog_ddl, refresh_catalogs_of};
+use crate::table::lookup::prefetch;
+use crate::udtf::{
+    FTS_FUNCTION_NAME, HYBRID_SEARCH_FUNCTION_NAME, ROWS_FUNCTION_NAME, VECTOR_SEARCH_FUNCTION_NAME,
+};
 
 /// Plans `sql` when it is a statement DataFusion cannot plan on Lance tables
 /// — `MERGE INTO`, `CREATE INDEX`, `DROP INDEX`, `ALTER TABLE`, or a query with `VERSION AS OF` / `TIMESTAMP AS OF` /
@@ -67,7 +74,7 @@ pub(crate) async fn intercept(
     sql: &str,
     parse_theirs: bool,
 ) -> DFResult<Intercepted> {
-    let (refresh, statement, ours) = {
+    let (refresh, statement, ours, searches) = {
         let name = state.config_options().sql_parser.dialect;
         let Some(dialect) = dialect_from_str(name) else {
             return plan_err!("unknown SQL dialect '{name}'");
@@ -80,7 +87,8 @@ pub(crate) async fn intercept(
         // Dialects that parse time-travel clauses themselves (`AT(...)`,
         // `FOR SYSTEM_TIME AS OF`): a clause on a statement's target must be
         // seen here, as DataFusion drops it from a `DELETE`.
-        let ours = may_be_ours(&tokens) || dialect.supports_table_versioning();
+        let searches = names_tables(&tokens);
+        let ours = may_be_ours(&tokens) || searches || dialect.supports_table_versioning();
         let statement = if ours {
             parse(tokens, dialect.as_ref(), limit)
         } else if parse_theirs {
@@ -88,7 +96,7 @@ pub(crate) async fn intercept(
         } else {
             None
         };
-        (refresh, statement, ours)
+        (refresh, statement, ours, searches)
     };
     if refresh {
         refresh_catalogs_of(state).await?;
@@ -99,16 +107,27 @@ pub(crate) async fn intercept(
     if !ours {
         return Ok(Intercepted::DataFusions(Box::new(statement)));
     }
-    let planned = match PinnedRelations::resolve(state, &statement).await? {
-        Some(pinned) => {
-            let mut state = state.clone();
+    let pinned = PinnedRelations::resolve(state, &statement).await?;
+    // Tables named by table functions, which are planned synchronously: a
+    // catalog may need I/O to find them.
+    let prefetched = match searches {
+        true => Some(prefetch(state, &named_tables(&statement)).await?).filter(|p| !p.is_empty()),
+        false => None,
+    };
+    let planned = if pinned.is_some() || prefetched.is_some() {
+        let mut state = state.clone();
+        if let Some(pinned) = pinned {
             state.register_relation_planner(Arc::new(pinned))?;
-            match plan_ours(&state, &statement).await? {
-                Some(plan) => Some(plan),
-                None => Some(state.statement_to_plan(statement).await?),
-            }
         }
-        None => plan_ours(state, &statement).await?,
+        if let Some(prefetched) = prefetched {
+            state.config_mut().set_extension(Arc::new(prefetched));
+        }
+        match plan_ours(&state, &statement).await? {
+            Some(plan) => Some(plan),
+            None => Some(state.statement_to_plan(statement).await?),
+        }
+    } else {
+        plan_ours(state, &statement).await?
     };
     // A statement that may be ours but is not was parsed with this crate's
     // extensions: DataFusion parses the text again, for its own errors.
@@ -191,6 +210,59 @@ fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
         previous = word.keyword;
     }
     false
+}
+
+/// The table functions that look their table up while they are planned.
+const LOOKING_UP: [&str; 4] = [
+    VECTOR_SEARCH_FUNCTION_NAME,
+    FTS_FUNCTION_NAME,
+    HYBRID_SEARCH_FUNCTION_NAME,
+    ROWS_FUNCTION_NAME,
+];
+
+/// True when `tokens` call a table function that looks its table up while
+/// planned: its table is looked up first ([`prefetch`]).
+fn names_tables(tokens: &[TokenWithSpan]) -> bool {
+    tokens.iter().any(|t| match &t.token {
+        Token::Word(word) => LOOKING_UP.contains(&word.value.as_str()),
+        _ => false,
+    })
+}
+
+/// The first arguments, when string literals, of the calls of those
+/// functions in `statement` (subqueries and `EXPLAIN` included).
+fn named_tables(statement: &DFStatement) -> Vec<String> {
+    #[derive(Default)]
+    struct Names(Vec<String>);
+    impl Visitor for Names {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Table {
+                name,
+                args: Some(args),
+                ..
+            } = factor
+                && LOOKING_UP.contains(&name.to_string().as_str())
+                && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(ast::Expr::Value(value)))) =
+                    args.args.first()
+                && let Value::SingleQuotedString(table) = &value.value
+            {
+                self.0.push(table.clone());
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut names = Names::default();
+    let _ = match statement {
+        DFStatement::Statement(s) => s.visit(&mut names),
+        DFStatement::Explain(explain) => return named_tables(&explain.statement),
+        DFStatement::CopyTo(copy) => match &copy.source {
+            CopyToSource::Query(query) => query.visit(&mut names),
+            CopyToSource::Relation(_) => ControlFlow::Continue(()),
+        },
+        _ => ControlFlow::Continue(()),
+    };
+    names.0
 }
 
 /// True when `tokens` may list tables (`SHOW`, `information_schema`): the

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use datafusion::catalog::Session;
-use datafusion::common::TableReference;
+use datafusion::common::{ResolvedTableReference, TableReference};
 use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
+use futures::FutureExt;
 
 use super::LanceTableProvider;
 use crate::config::VersionSpec;
@@ -31,6 +32,76 @@ pub(crate) async fn registered_lance_table(
     };
     let any: Arc<dyn std::any::Any + Send + Sync> = table;
     Ok(any.downcast::<LanceTableProvider>().ok())
+}
+
+/// Lance tables that table functions of one statement name, looked up
+/// before the statement is planned ([`prefetch`]): table functions are
+/// planned synchronously, and a catalog may need I/O to find a table.
+#[derive(Debug, Default)]
+pub(crate) struct Prefetched(Vec<(ResolvedTableReference, Arc<LanceTableProvider>)>);
+
+impl Prefetched {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+fn resolved(state: &dyn Session, reference: &TableReference) -> ResolvedTableReference {
+    let defaults = &state.config_options().catalog;
+    reference
+        .clone()
+        .resolve(&defaults.default_catalog, &defaults.default_schema)
+}
+
+/// Looks up the Lance tables `names` name (those that exist and are Lance
+/// tables), for [`registered_now`] while the statement is planned.
+pub(crate) async fn prefetch(state: &SessionState, names: &[String]) -> DFResult<Prefetched> {
+    let mut found = Prefetched::default();
+    for name in names {
+        let reference = TableReference::from(name.as_str());
+        if let Some(table) = registered_lance_table(state, &reference).await? {
+            found.0.push((resolved(state, &reference), table));
+        }
+    }
+    Ok(found)
+}
+
+/// The Lance table `reference` names, found without waiting: a table
+/// [`prefetch`]ed for the statement, or one its catalog has at hand (tables
+/// registered in memory, as `CREATE EXTERNAL TABLE` makes them). `None`
+/// when no table has that name or it is not a Lance table; an error when
+/// finding it needs I/O (a table of a Lance namespace catalog, or of any
+/// catalog that has to look it up), which only statements planned through
+/// `lance_sql` / `lance-sql` do before planning.
+pub(crate) fn registered_now(
+    state: &dyn Session,
+    reference: &TableReference,
+) -> Result<Option<Arc<LanceTableProvider>>> {
+    let full = resolved(state, reference);
+    if let Some(prefetched) = state.config().get_extension::<Prefetched>()
+        && let Some((_, table)) = prefetched.0.iter().find(|(r, _)| *r == full)
+    {
+        return Ok(Some(Arc::clone(table)));
+    }
+    let needs_io = || {
+        Error::unsupported(format!(
+            "'{full}' is a table of catalog '{}', which looks tables up with I/O; a table \
+             function can name it in statements run through lance_sql \
+             (LanceSessionContextExt) or lance-sql, which look it up before planning",
+            full.catalog
+        ))
+    };
+    if let Some(state) = state.as_any().downcast_ref::<SessionState>()
+        && crate::catalog::lance_catalog_of(state, reference).is_some()
+    {
+        return Err(needs_io());
+    }
+    // A catalog that has the table at hand answers at once; one that would
+    // wait for I/O is not waited for.
+    match registered_lance_table(state, reference).now_or_never() {
+        Some(found) => found.map_err(|e| Error::unsupported(e.to_string())),
+        None => Err(needs_io()),
+    }
 }
 
 /// The Lance table `reference` names, or an error naming it (`what` says

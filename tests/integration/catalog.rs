@@ -399,3 +399,71 @@ async fn create_table_as_round_trips_through_the_codec() {
         vec![300, 45150]
     );
 }
+
+/// Table functions that look their table up while planned find catalog
+/// tables every time: `lance_sql` looks them up before planning (the lookup
+/// was polled once and failed about one call in three). Through
+/// `SessionContext::sql` the error says so, every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_functions_find_catalog_tables_every_time() {
+    let (_dir, _root, ctx) = lake().await;
+    ok(
+        &ctx,
+        "CREATE TABLE lake.public.docs AS SELECT CAST(value AS BIGINT) AS id, \
+         CASE WHEN value % 2 = 0 THEN 'red fox' ELSE 'blue sky' END AS text, \
+         arrow_cast(make_array(CAST(value AS FLOAT), 1.0), 'FixedSizeList(2, Float32)') AS emb \
+         FROM generate_series(0, 19)",
+    )
+    .await;
+    ok(
+        &ctx,
+        "CREATE INDEX text_idx ON lake.public.docs USING INVERTED (text)",
+    )
+    .await;
+    let statements = [
+        (
+            "SELECT count(*) FROM lance_fts('lake.public.docs', 'red')",
+            "10",
+        ),
+        (
+            "SELECT count(*) FROM lance_vector_search('lake.public.docs', 'emb', [3.0, 1.0], 4)",
+            "4",
+        ),
+        (
+            "SELECT count(*) FROM lance_hybrid_search('lake.public.docs', 'emb', [3.0, 1.0], 'red', 3)",
+            "3",
+        ),
+        ("SELECT count(*) FROM lance_rows('lake.public.docs')", "20"),
+        (
+            "SELECT (SELECT count(*) FROM lance_fts('lake.public.docs', 'blue')) AS a, \
+             (SELECT count(*) FROM lance_rows('docs')) AS b",
+            "10|20",
+        ),
+    ];
+    ok(&ctx, "SET datafusion.catalog.default_catalog = 'lake'").await;
+    for round in 0..20 {
+        for (statement, expected) in statements {
+            let rows = sql(&ctx, statement)
+                .await
+                .unwrap_or_else(|e| panic!("round {round}: {statement}: {e}"));
+            assert_eq!(
+                sorted_rows(&rows),
+                vec![expected],
+                "round {round}: {statement}"
+            );
+        }
+    }
+    for _ in 0..5 {
+        let error = ctx
+            .sql("SELECT * FROM lance_fts('lake.public.docs', 'red')")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(
+                "'lake.public.docs' is a table of catalog 'lake', which looks tables up with I/O"
+            ) && error.contains("lance_sql"),
+            "{error}"
+        );
+    }
+}

@@ -19,7 +19,6 @@ use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::utils::split_conjunction;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::filter::FilterExec;
-use futures::FutureExt;
 use lance::Dataset;
 
 pub(crate) use super::string;
@@ -28,21 +27,21 @@ use crate::physical_plan::target::project;
 use crate::physical_plan::{LanceSearchExec, SearchQuery};
 use crate::table::LanceTableProvider;
 use crate::table::index_rules::ColumnIndexes;
-use crate::table::lookup::registered_lance_table;
+use crate::table::lookup::registered_now;
 use crate::table::pushdown;
 
-/// The registered Lance table `name` (a table registered in a catalog whose
-/// lookup needs no I/O, as `CREATE EXTERNAL TABLE` tables are).
+/// The registered Lance table `name` (see [`registered_now`]: a table of a
+/// Lance catalog is looked up before `lance_sql` plans the statement).
 pub(crate) fn lookup(
     function: &str,
     session: &dyn Session,
     name: &str,
 ) -> DFResult<Arc<LanceTableProvider>> {
     let reference = TableReference::from(name);
-    match registered_lance_table(session, &reference).now_or_never() {
-        Some(Ok(Some(table))) => Ok(table),
-        Some(Err(e)) => Err(e),
-        _ => plan_err!(
+    match registered_now(session, &reference) {
+        Ok(Some(table)) => Ok(table),
+        Err(e) => plan_err!("{function}: {e}"),
+        Ok(None) => plan_err!(
             "{function}: '{}' is not a registered Lance table; register the dataset first \
              (CREATE EXTERNAL TABLE <name> STORED AS LANCE LOCATION '...')",
             redact_uri(name)
