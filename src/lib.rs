@@ -8,6 +8,7 @@ mod config;
 mod error;
 mod format;
 mod location;
+mod name;
 pub mod physical_plan;
 mod planner;
 pub mod progress;

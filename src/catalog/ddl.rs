@@ -40,6 +40,7 @@ use crate::config::LanceTableOptions;
 use crate::error::{Error, Result};
 use crate::format::LanceFormatFactory;
 use crate::location::redact_uri;
+use crate::name::{NameKind, check_new};
 
 /// The plan of a DataFusion DDL `plan` whose target is a Lance catalog:
 /// `CREATE TABLE` becomes a write of the new table, the others are kept
@@ -147,7 +148,11 @@ async fn plan_create(
             .build()?,
         ));
     }
+    // A new table: its names become a directory (or a REST id) under the
+    // namespace's root, checked before anything is written.
+    check_new(NameKind::Table, &table).map_err(|e| in_statement(&full, e))?;
     if schema != lake.root_schema {
+        check_new(NameKind::Schema, &schema).map_err(|e| in_statement(&full, e))?;
         ensure_schema(&lake, &catalog, &schema).await?;
     }
     let relative = match lake.spec.kind {
@@ -176,6 +181,11 @@ async fn plan_create(
         format_as_file_type(factory),
         Default::default(),
     ))))
+}
+
+/// `e`, said of `CREATE TABLE full`.
+fn in_statement(full: &str, e: Error) -> datafusion::error::DataFusionError {
+    Error::unsupported(format!("CREATE TABLE {full}: {e}")).into()
 }
 
 /// How the ids of a REST namespace's tables are joined in the placeholder
@@ -441,6 +451,8 @@ async fn create_schema(
             )))
         };
     }
+    check_new(NameKind::Schema, schema)
+        .map_err(|e| Error::unsupported(format!("CREATE SCHEMA {catalog}.{schema}: {e}")))?;
     let request = CreateNamespaceRequest {
         id: Some(lake.namespace_id(schema)),
         ..Default::default()

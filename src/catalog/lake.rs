@@ -24,6 +24,7 @@ use lance_namespace::models::{DescribeTableRequest, ListNamespacesRequest, ListT
 
 use super::namespace::{NamespaceSpec, is_not_found};
 use crate::error::{Error, Result};
+use crate::name::{NameKind, can_look_up, check_new};
 use crate::session::LanceSessionCache;
 use crate::table::LanceTableProvider;
 
@@ -68,6 +69,10 @@ impl Lake {
     /// Where table `schema.table` lives and how to reach it, or `None`
     /// when the namespace has no such table.
     pub(crate) async fn describe(&self, schema: &str, table: &str) -> Result<Option<TableEntry>> {
+        // A name that would leave the namespace's root names no table of it.
+        if !can_look_up(schema) || !can_look_up(table) {
+            return Ok(None);
+        }
         let full = format!("{}.{schema}.{table}", self.name);
         let request = DescribeTableRequest {
             id: Some(self.table_id(schema, table)),
@@ -310,6 +315,7 @@ pub async fn register_lance_catalog(
     root: &str,
     storage_options: BTreeMap<String, String>,
 ) -> Result<Arc<LanceCatalog>> {
+    check_new(NameKind::Catalog, name)?;
     let spec = NamespaceSpec::new(root, storage_options)?;
     let state = ctx.state();
     let cache = LanceSessionCache::for_config(state.config());

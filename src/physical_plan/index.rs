@@ -60,6 +60,7 @@ impl IndexDefinition {
         if name.trim().is_empty() {
             return Err(Error::unsupported("an index needs a name"));
         }
+        crate::name::check_new(crate::name::NameKind::Index, &name)?;
         Ok(Self {
             name,
             column: column.into(),

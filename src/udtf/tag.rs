@@ -80,6 +80,11 @@ impl TableFunctionImpl for TagFunction {
         if tag.trim().is_empty() {
             return plan_err!("{TAG_FUNCTION_NAME}: the tag name is empty");
         }
+        if action != TagAction::Delete
+            && let Err(e) = crate::name::check_new(crate::name::NameKind::Tag, tag)
+        {
+            return plan_err!("{TAG_FUNCTION_NAME}: {e}");
+        }
         Ok(Maintain::provider(
             target,
             TagChange {

@@ -467,3 +467,77 @@ async fn table_functions_find_catalog_tables_every_time() {
         );
     }
 }
+
+/// Names cannot leave the catalog's root: a table name holding `..` or a
+/// path separator creates nothing, reads nothing and drops nothing outside
+/// it (a dataset next to the root stays whole); names the namespace could
+/// not look up again are refused before anything is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_never_escape_the_catalog_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("lake");
+    std::fs::create_dir(&root).unwrap();
+    let outside = dir.path().join("escape.lance");
+    crate::fixtures::numbers(outside.to_str().unwrap()).await;
+    let before = crate::support::all_files(&outside);
+    let ctx = context(2, &private_cache());
+    register_lance_catalog(&ctx, "lake", root.to_str().unwrap(), Default::default())
+        .await
+        .unwrap();
+    let rule = "catalog, schema and table names hold only ASCII letters, digits, '_', '-' and '.'";
+    for (statement, expected) in [
+        (
+            r#"CREATE TABLE lake.public."../escape" AS SELECT 1 AS x"#,
+            rule,
+        ),
+        (
+            r#"CREATE TABLE lake.public."../new" AS SELECT 1 AS x"#,
+            rule,
+        ),
+        (
+            r#"CREATE TABLE lake.public."sub/inner" AS SELECT 1 AS x"#,
+            rule,
+        ),
+        (r#"CREATE TABLE lake.public."é" AS SELECT 1 AS x"#, rule),
+        (r#"CREATE TABLE lake.public."a$b" (x INT)"#, rule),
+        (r#"CREATE TABLE lake.public."" (x INT)"#, rule),
+        (r#"CREATE SCHEMA lake."../up""#, rule),
+        (r#"CREATE SCHEMA lake."ü""#, rule),
+        (
+            r#"SELECT count(*) FROM lake.public."../escape""#,
+            "not found",
+        ),
+        (
+            r#"INSERT INTO lake.public."../escape" VALUES (1)"#,
+            "not found",
+        ),
+        (r#"DROP TABLE lake.public."../escape""#, "no such table"),
+        (
+            r#"SELECT * FROM lance_versions('lake.public."../escape"')"#,
+            "neither a Lance table",
+        ),
+    ] {
+        let error = error(&ctx, statement).await;
+        assert!(error.contains(expected), "{statement}: {error}");
+    }
+    assert_eq!(
+        crate::support::all_files(&outside),
+        before,
+        "the dataset outside changed"
+    );
+    assert!(!dir.path().join("new.lance").exists());
+    let mut inside: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    inside.retain(|name| !name.starts_with("__manifest"));
+    assert!(inside.is_empty(), "written under the root: {inside:?}");
+    assert_eq!(listed(&ctx).await, Vec::<String>::new());
+    // Allowed names work.
+    ok(
+        &ctx,
+        "CREATE TABLE lake.public.\"Orders-2026.v1\" AS SELECT 1 AS x",
+    )
+    .await;
+    assert_eq!(listed(&ctx).await, vec!["public|Orders-2026.v1"]);
+}
