@@ -136,12 +136,23 @@ impl ExecutionPlan for LanceCommitExec {
         let (target, kind) = (self.target.open(&context), self.kind);
         let fut = async move {
             let _writing = target.in_flight();
-            let _mark = match &target.journal {
+            let mark = match &target.journal {
                 Some(statement) => Some(super::journal::begin(&target, statement).await?),
                 None => None,
             };
-            let (rows, fragments) = collect_fragments(inputs, &target).await?;
-            count_batch(commit_fragments(&target, kind, rows, fragments).await?)
+            let committed = async {
+                let (rows, fragments) = collect_fragments(inputs, &target).await?;
+                commit_fragments(&target, kind, rows, fragments).await
+            }
+            .await;
+            if committed.is_err() && kind == CommitKind::Create {
+                // Nothing of the table it was creating may stay behind.
+                if let Some(mark) = mark {
+                    mark.release().await;
+                }
+                target.remove_if_empty().await;
+            }
+            count_batch(committed?)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             count_schema(),

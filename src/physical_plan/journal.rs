@@ -116,6 +116,36 @@ impl OpenTarget {
     }
 }
 
+impl OpenTarget {
+    /// After a statement creating the table failed: removes what is left of
+    /// the table's directory (the empty directories its writers made, which
+    /// would otherwise look like a table) when it holds no file at all. A
+    /// table created meanwhile by another writer holds files and is kept.
+    pub(crate) async fn remove_if_empty(&self) {
+        let removed = async {
+            let (store, base) = self.store().await.map_err(|e| e.to_string())?;
+            let left: Vec<_> = store
+                .read_dir_all(&base, None)
+                .try_collect()
+                .await
+                .map_err(|e| e.to_string())?;
+            if left.is_empty() {
+                store
+                    .remove_dir_all(base)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(())
+        };
+        if let Err(e) = removed.await {
+            log::warn!(
+                "could not remove what a failed write left at '{}': {e}",
+                self.location.display_uri
+            );
+        }
+    }
+}
+
 /// Marks `statement` as writing to `target` (one marker per task attempt)
 /// until the returned lease drops.
 pub(crate) async fn begin(target: &OpenTarget, statement: &str) -> DFResult<Mark> {

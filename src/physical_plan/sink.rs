@@ -87,7 +87,13 @@ impl DataSink for LanceSink {
     ) -> DFResult<u64> {
         let target = self.target.open(context);
         let _writing = target.in_flight();
-        let (rows, fragments) = write_partition(data, Arc::clone(&target)).await?;
-        commit_fragments(&target, self.kind, rows, fragments).await
+        let committed = match write_partition(data, Arc::clone(&target)).await {
+            Ok((rows, fragments)) => commit_fragments(&target, self.kind, rows, fragments).await,
+            Err(e) => Err(e),
+        };
+        if committed.is_err() && self.kind == CommitKind::Create {
+            target.remove_if_empty().await;
+        }
+        committed
     }
 }

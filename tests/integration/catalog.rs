@@ -541,3 +541,45 @@ async fn names_never_escape_the_catalog_root() {
     .await;
     assert_eq!(listed(&ctx).await, vec!["public|Orders-2026.v1"]);
 }
+
+/// A `CREATE TABLE AS` that fails midway (its writers had written files)
+/// leaves nothing: not listed, not in the way of the next `CREATE TABLE` of
+/// the name, no directory under the root; the same for a `COPY` to a new
+/// location.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_create_table_as_leaves_its_name_free() {
+    let (dir, root, ctx) = lake().await;
+    ok(&ctx, "SET lance.max_rows_per_file = 1000").await;
+    let failing = "SELECT CAST(value AS BIGINT) AS id, CAST(10 / (value - 15000) AS BIGINT) AS x \
+                   FROM generate_series(0, 20000)";
+    for target in ["lake.public.f", "lake.db.f"] {
+        if target == "lake.db.f" {
+            ok(&ctx, "CREATE SCHEMA lake.db").await;
+        }
+        let error = error(&ctx, &format!("CREATE TABLE {target} AS {failing}")).await;
+        assert!(error.contains("Divide by zero"), "{error}");
+        let mut left: Vec<String> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .filter(|name| !name.starts_with("__manifest"))
+            .collect();
+        left.sort();
+        assert!(left.is_empty(), "{target}: left under the root: {left:?}");
+        ok(&ctx, &format!("CREATE TABLE {target} AS SELECT 1 AS x")).await;
+        assert_eq!(
+            ints(&ctx, &format!("SELECT count(*) FROM {target}")).await,
+            vec![1]
+        );
+        ok(&ctx, &format!("DROP TABLE {target}")).await;
+    }
+    assert_eq!(listed(&ctx).await, Vec::<String>::new());
+
+    let copy = dir.path().join("copied.lance");
+    let error = error(
+        &ctx,
+        &format!("COPY ({failing}) TO '{}' STORED AS LANCE", copy.display()),
+    )
+    .await;
+    assert!(error.contains("Divide by zero"), "{error}");
+    assert!(!copy.exists(), "the failed COPY left {}", copy.display());
+}
