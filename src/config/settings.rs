@@ -116,7 +116,8 @@ pub(crate) const SETTINGS: &[Setting] = &[
             exceeds it)",
         get: |c| c.batch_size.to_string(),
         set: |c, key, value| {
-            c.batch_size = parse(key, value, "a row count")?;
+            // Lance takes at most u32::MAX rows per batch.
+            c.batch_size = parse::<u32>(key, value, "a row count of at most 4294967295")? as usize;
             Ok(())
         },
     },

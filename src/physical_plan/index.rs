@@ -55,7 +55,7 @@ impl IndexDefinition {
                 kept.push((key, value.trim().to_string()));
             }
         }
-        method.params(&kept)?;
+        method.params(&kept, usize::MAX)?;
         let name = name.into();
         if name.trim().is_empty() {
             return Err(Error::unsupported("an index needs a name"));
@@ -188,7 +188,12 @@ async fn change(
             )));
         }
         IndexChange::Create(d) => {
-            let params = d.method.params(&d.options).map_err(|e| {
+            let rows = dataset
+                .fragments()
+                .iter()
+                .map(|f| f.physical_rows.unwrap_or(usize::MAX))
+                .fold(0usize, usize::saturating_add);
+            let params = d.method.params(&d.options, rows).map_err(|e| {
                 DataFusionError::Execution(format!(
                     "creating index '{name}' of '{}': {e}",
                     location.display_uri

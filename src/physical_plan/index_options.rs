@@ -179,10 +179,15 @@ impl IndexMethod {
     }
 
     /// Lance's parameters for this type with `options` (`key`, `value`
-    /// pairs; `replace` is not one of them). An error names the option.
+    /// pairs; `replace` is not one of them), for a table of at most `rows`
+    /// rows. An error names the option. Numbers Lance sizes memory by
+    /// before it looks at the rows — HNSW's `m` and `ef_construction`, the
+    /// IVF `sample_rate` — are bounded by `rows`: a graph or a sample can
+    /// hold no more rows than the table, so the index is the same.
     pub(crate) fn params(
         self,
         options: &[(String, String)],
+        rows: usize,
     ) -> Result<Box<dyn IndexParams>, Error> {
         for (key, value) in options {
             if !self.keys().contains(&key.as_str()) {
@@ -219,7 +224,7 @@ impl IndexMethod {
             Self::BloomFilter => scalar(BuiltinIndexType::BloomFilter),
             Self::NGram => scalar(BuiltinIndexType::NGram),
             Self::Inverted => inverted(&get).map(|p| Box::new(p) as _),
-            _ => vector(self, &get).map(|p| Box::new(p) as _),
+            _ => vector(self, &get, rows.max(1)).map(|p| Box::new(p) as _),
         }
     }
 }
@@ -257,6 +262,7 @@ fn inverted<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<InvertedIndexP
 fn vector<'a>(
     method: IndexMethod,
     get: &impl Fn(&str) -> Option<&'a str>,
+    rows: usize,
 ) -> Result<VectorIndexParams, Error> {
     let metric = match get("metric") {
         None => DistanceType::L2,
@@ -282,7 +288,7 @@ fn vector<'a>(
         ivf.max_iters = n;
     }
     if let Some(n) = number("sample_rate")? {
-        ivf.sample_rate = n;
+        ivf.sample_rate = n.min(rows);
     }
     let mut pq = PQBuildParams::default();
     if let Some(n) = number("num_sub_vectors")? {
@@ -300,10 +306,10 @@ fn vector<'a>(
     }
     let mut hnsw = HnswBuildParams::default();
     if let Some(n) = number("m")? {
-        hnsw = hnsw.num_edges(n);
+        hnsw = hnsw.num_edges(n.min(rows));
     }
     if let Some(n) = number("ef_construction")? {
-        hnsw = hnsw.ef_construction(n);
+        hnsw = hnsw.ef_construction(n.min(rows));
     }
     let sq = SQBuildParams::default();
     Ok(match method {

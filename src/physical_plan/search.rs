@@ -324,6 +324,8 @@ impl ExecutionPlan for LanceSearchExec {
             let dataset = cache
                 .open_snapshot(&location.uri, &params, &snapshot)
                 .await?;
+            let rows = row_bound(&dataset).await.map_err(&lance_err)?;
+            let query = bounded(&query, rows);
             let scanner = match &query {
                 SearchQuery::Vector(q) => {
                     search_scanner(&dataset, &columns, DISTANCE_COLUMN, |s| nearest(s, q))
@@ -383,6 +385,55 @@ async fn hybrid_search(
         let text = Ranked::new(&text, &text_schema, SCORE_COLUMN)?;
         fuse(&vector, &text, columns.len(), q.vector.k, q.rrf_k, schema)
     })())
+}
+
+/// At least as many rows as the version holds: its fragments' physical rows
+/// (from the manifest), counted only for legacy fragments without them.
+async fn row_bound(dataset: &lance::Dataset) -> lance::Result<usize> {
+    let mut rows = 0usize;
+    for fragment in dataset.fragments().iter() {
+        rows = rows.saturating_add(match fragment.physical_rows {
+            Some(n) => n,
+            None => return dataset.count_rows(None).await,
+        });
+    }
+    Ok(rows)
+}
+
+/// `query` with every number a caller supplied bounded by what a version
+/// of `rows` rows can return, before Lance sees it: Lance sets up `k`
+/// result slots, `k × refine_factor` candidates and `nprobes` partition
+/// probes up front, and a huge value aborts the process. No answer
+/// changes: no search returns more rows than the table has, and no IVF
+/// index has more partitions than rows.
+pub(crate) fn bounded(query: &SearchQuery, rows: usize) -> SearchQuery {
+    let most = rows.max(1);
+    let vector = |q: &VectorQuery| {
+        let k = q.k.clamp(1, most);
+        VectorQuery {
+            k,
+            nprobes: q.nprobes.map(|n| n.clamp(1, most)),
+            // k × refine_factor candidates: never more than the rows.
+            refine_factor: q
+                .refine_factor
+                .map(|r| r.clamp(1, u32::try_from(most.div_ceil(k)).unwrap_or(u32::MAX))),
+            ef: q.ef.map(|ef| ef.clamp(1, most)),
+            ..q.clone()
+        }
+    };
+    let text = |q: &TextQuery| TextQuery {
+        limit: q.limit.map(|n| n.clamp(1, most)),
+        ..q.clone()
+    };
+    match query {
+        SearchQuery::Vector(q) => SearchQuery::Vector(vector(q)),
+        SearchQuery::FullText(q) => SearchQuery::FullText(text(q)),
+        SearchQuery::Hybrid(q) => SearchQuery::Hybrid(Box::new(HybridQuery {
+            vector: vector(&q.vector),
+            text: text(&q.text),
+            ..q.as_ref().clone()
+        })),
+    }
 }
 
 /// `columns` and then `extra`.

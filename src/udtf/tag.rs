@@ -55,8 +55,8 @@ impl TableFunctionImpl for TagFunction {
         let version = match exprs.get(3) {
             None => None,
             Some(Expr::Literal(v, _)) if v.data_type().is_integer() => {
-                match v.cast_to(&DataType::Int64)? {
-                    ScalarValue::Int64(Some(n)) if n > 0 => Some(n as u64),
+                match v.cast_to(&DataType::Int64) {
+                    Ok(ScalarValue::Int64(Some(n))) if n > 0 => Some(n as u64),
                     _ => {
                         return plan_err!(
                             "{TAG_FUNCTION_NAME}: versions are numbered from 1; got {v}"

@@ -38,7 +38,9 @@ pub const VACUUM_FUNCTION_NAME: &str = "lance_vacuum";
 #[derive(Debug, Default)]
 pub struct VacuumFunction {}
 
-/// Parses `30s`, `10m`, `2h`, `7d`.
+/// Parses `30s`, `10m`, `2h`, `7d`. A duration reaching back before 1970
+/// is the time since then: no version or file is older, and the moment
+/// `now - duration` stays one a clock can hold.
 pub(crate) fn parse_duration(key: &str, value: &str) -> Result<TimeDelta, Error> {
     let value = value.trim();
     let bad = || Error::invalid_option(key, value, "expected a duration like 30s, 10m, 2h or 7d");
@@ -48,13 +50,17 @@ pub(crate) fn parse_duration(key: &str, value: &str) -> Result<TimeDelta, Error>
     if n < 0 {
         return Err(bad());
     }
-    match unit {
-        "s" => Ok(TimeDelta::seconds(n)),
-        "m" => Ok(TimeDelta::minutes(n)),
-        "h" => Ok(TimeDelta::hours(n)),
-        "d" => Ok(TimeDelta::days(n)),
-        _ => Err(bad()),
-    }
+    let seconds = match unit {
+        "s" => Some(n),
+        "m" => n.checked_mul(60),
+        "h" => n.checked_mul(3600),
+        "d" => n.checked_mul(86_400),
+        _ => return Err(bad()),
+    };
+    let since_epoch = chrono::Utc::now().timestamp();
+    Ok(TimeDelta::seconds(
+        seconds.map_or(since_epoch, |s| s.min(since_epoch)),
+    ))
 }
 
 impl TableFunctionImpl for VacuumFunction {

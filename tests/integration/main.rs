@@ -15,6 +15,7 @@ mod codec;
 mod concurrency;
 mod contention;
 mod differential;
+mod extremes;
 mod fuzz;
 mod index_pushdown;
 mod indexes;

@@ -354,8 +354,8 @@ async fn pin(
         _ if matches!(reference.kind, Kind::Timestamp) => {
             VersionSpec::Version(version_at(state, &table, &value, &what()).await?)
         }
-        v if v.data_type().is_integer() => match v.cast_to(&DataType::Int64)? {
-            ScalarValue::Int64(Some(n)) if n > 0 => VersionSpec::Version(n as u64),
+        v if v.data_type().is_integer() => match v.cast_to(&DataType::Int64) {
+            Ok(ScalarValue::Int64(Some(n))) if n > 0 => VersionSpec::Version(n as u64),
             _ => {
                 return Err(plan_datafusion_err!(
                     "{}: versions are numbered from 1; got {v}",
