@@ -233,8 +233,14 @@ impl ExecutionPlan for LanceMergeExec {
                 }
                 Start::Run(mark) => {
                     let merged = async {
-                        let source =
-                            checked_source(inputs, &source_schema, key_indices, &target).await?;
+                        let source = checked_source(
+                            inputs,
+                            &source_schema,
+                            key_indices,
+                            &target,
+                            reads_target,
+                        )
+                        .await?;
                         run_merge(&target, keys, &options, source, reads_target).await
                     };
                     journal::marked(mark, merged).await?
@@ -399,6 +405,7 @@ async fn checked_source(
     schema: &SchemaRef,
     key_indices: Vec<usize>,
     target: &Arc<OpenTarget>,
+    reads_target: bool,
 ) -> DFResult<Vec<RecordBatch>> {
     let mut readers = JoinSet::new();
     for mut input in inputs {
@@ -413,7 +420,7 @@ async fn checked_source(
             let mut batches = Vec::new();
             while let Some(batch) = input.next().await {
                 let batch = batch?;
-                check_keys(&batch, &keys, &converter, &mut seen, &target)?;
+                check_keys(&batch, &keys, &converter, &mut seen, &target, reads_target)?;
                 if batch.num_rows() > 0 {
                     batches.push(batch);
                 }
@@ -439,6 +446,7 @@ fn check_keys(
     converter: &RowConverter,
     seen: &mut HashSet<OwnedRow>,
     target: &WriteTarget,
+    reads_target: bool,
 ) -> DFResult<()> {
     let columns: Vec<ArrayRef> = keys.iter().map(|&i| Arc::clone(batch.column(i))).collect();
     let rows = converter.convert_columns(&columns)?;
@@ -474,8 +482,17 @@ fn check_keys(
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
+            // A source that reads the table repeats a key the table holds
+            // more than once (`UPDATE SET` of chosen columns with `INSERT *`
+            // joins each source row with its target row).
+            let why = if reads_target {
+                "; the source reads the table, so a key the table holds more than once repeats \
+                 in it too"
+            } else {
+                ""
+            };
             return Err(DataFusionError::Execution(format!(
-                "ambiguous merge into '{}': key ({key}) occurs more than once in the source",
+                "ambiguous merge into '{}': key ({key}) occurs more than once in the source{why}",
                 target.table
             )));
         }

@@ -164,6 +164,11 @@ const STATEMENTS: &[&str] = &[
      WHEN NOT MATCHED BY SOURCE AND tg.id < 3 THEN DELETE",
     "INSERT OVERWRITE {t} SELECT * FROM {t} WHERE id % 2 = 0",
     "SELECT * FROM lance_merge('{t}', (SELECT id, v * 2 AS v FROM {t} WHERE id < 40), 'id')",
+    // UPDATE and INSERT writing different columns: the source joined with
+    // the table at the statement's version.
+    "MERGE INTO {t} AS tg USING (SELECT id * 7 AS id, v + 1 AS v, s, b, d FROM {t} \
+     WHERE id BETWEEN 130 AND 160) AS src ON tg.id = src.id \
+     WHEN MATCHED THEN UPDATE SET v = src.v WHEN NOT MATCHED THEN INSERT *",
     "COPY (SELECT id, s FROM {t} WHERE id < 100) TO '{dir}/copy_{t}.lance' STORED AS LANCE \
      OPTIONS ('lance.max_rows_per_file' '7', 'lance.data_storage_version' '2.0')",
     "SELECT version, operation, fragments, rows FROM lance_versions('{t}')",

@@ -395,3 +395,89 @@ async fn a_merge_from_its_own_table_never_undoes_a_concurrent_update() {
         "the other writer's update stands"
     );
 }
+
+/// `UPDATE SET` of chosen columns with `INSERT *` completes each source row
+/// from its target row at the statement's version: when another writer
+/// changes those rows before the merge commits, the merge fails with the
+/// conflict error instead of writing the old values of the other columns
+/// back over the new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_completing_rows_from_the_table_never_undoes_a_concurrent_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    table(&ctx, &uri, true).await;
+    run(
+        &ctx,
+        "INSERT INTO t SELECT value, 1, 'a' FROM generate_series(0, 99)",
+    )
+    .await;
+    let statement = "MERGE INTO t USING (SELECT value AS id, 7 AS v, 'new' AS tag \
+                     FROM generate_series(5, 14)) AS s ON t.id = s.id \
+                     WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *";
+    let state = ctx.state();
+    let logical = datafusion_lance::plan_lance_sql(&state, statement)
+        .await
+        .unwrap()
+        .expect("MERGE INTO is planned by this crate");
+    let plan = state.create_physical_plan(&logical).await.unwrap();
+    // Another process sets tag = 'other' on the rows the merge updates.
+    let other = uri.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let ds = Arc::new(lance::Dataset::open(&other).await.unwrap());
+            lance::dataset::UpdateBuilder::new(ds)
+                .update_where("id < 10")
+                .unwrap()
+                .set("tag", "'other'")
+                .unwrap()
+                .build()
+                .unwrap()
+                .execute()
+                .await
+                .unwrap();
+        });
+    })
+    .join()
+    .unwrap();
+    let err = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("a concurrent write conflicts with this statement"),
+        "{err}"
+    );
+    assert_eq!(
+        ints(
+            &ctx,
+            "SELECT count(*), min(v), max(v) FROM t WHERE id < 10 AND tag = 'other'"
+        )
+        .await,
+        vec![10, 1, 1],
+        "the other writer's update stands"
+    );
+    // Run again, it merges on the new version: v changes, tag stays.
+    crate::support::sql(&ctx, statement).await.unwrap();
+    assert_eq!(
+        ints(
+            &ctx,
+            "SELECT count(*) FROM t WHERE id BETWEEN 5 AND 9 AND v = 7 AND tag = 'other'"
+        )
+        .await,
+        vec![5]
+    );
+    assert_eq!(
+        ints(
+            &ctx,
+            "SELECT count(*) FROM t WHERE id BETWEEN 10 AND 14 AND v = 7 AND tag = 'a'"
+        )
+        .await,
+        vec![5]
+    );
+    assert_eq!(ints(&ctx, "SELECT count(*) FROM t").await, vec![100]);
+}

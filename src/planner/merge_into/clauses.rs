@@ -1,9 +1,14 @@
 //! The `WHEN` clauses of a `MERGE INTO`: planned against both sides'
 //! columns and checked against what Lance's merge-insert can do.
 
-use datafusion::common::{Column, DFSchema, Result as DFResult, not_impl_err, plan_err};
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::{
+    Column, DFSchema, JoinType, Result as DFResult, ScalarValue, not_impl_err, plan_err,
+};
 use datafusion::execution::session_state::SessionState;
-use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, cast, col, lit, when};
 use datafusion::sql::TableReference;
 use datafusion::sql::planner::IdentNormalizer;
 use datafusion::sql::sqlparser::ast::{
@@ -34,6 +39,26 @@ impl ExprPlanner<'_> {
     }
 }
 
+/// `columns` a clause writes, checked: a key only from the source's key (and
+/// then left out: Lance takes the key from the source anyway).
+fn chosen(columns: Columns, keys: &[String], sides: &Sides) -> DFResult<Columns> {
+    let key_copy = |w: &Written| {
+        keys.contains(&w.column) && sides.source_column(&w.value) == Some(w.column.as_str())
+    };
+    if let Some(w) = columns
+        .iter()
+        .find(|w| keys.contains(&w.column) && !key_copy(w))
+    {
+        let (column, text) = (&w.column, &w.text);
+        return not_impl_err!(
+            "MERGE INTO: key column {column} can only be written from the source's {column} \
+             ({}.{column}), not {text}",
+            sides.source
+        );
+    }
+    Ok(columns.into_iter().filter(|c| !key_copy(c)).collect())
+}
+
 /// A column a clause writes: its name, its planned value and the value as
 /// the statement wrote it (for messages).
 #[derive(Debug, Clone)]
@@ -52,18 +77,39 @@ impl PartialEq for Written {
 /// The columns a clause writes.
 type Columns = Vec<Written>;
 
+/// What a clause writes.
+#[derive(Debug, Clone, PartialEq)]
+enum Assigned {
+    /// `UPDATE SET *`, `INSERT *`, `INSERT ROW`: every source column.
+    All,
+    /// Chosen columns (keys copied from the source left out).
+    Columns(Columns),
+}
+
 /// The clauses of a statement, planned and checked.
 pub(super) struct Clauses {
     when_matched: WhenMatched,
     matched_condition: Option<Expr>,
     inserts: bool,
-    /// Columns written by `UPDATE SET` / `INSERT (...) VALUES (...)`.
-    written: Option<Columns>,
-    /// `INSERT ROW` / `INSERT *`: every source column.
-    all_source_columns: bool,
-    /// `UPDATE SET *`: every source column.
-    update_all_columns: bool,
+    /// What `WHEN MATCHED THEN UPDATE` writes.
+    update: Option<Assigned>,
+    /// What `WHEN NOT MATCHED THEN INSERT` writes.
+    insert: Option<Assigned>,
     by_source: Option<Option<Expr>>,
+}
+
+/// How the source reaches Lance's merge-insert, which updates and inserts
+/// from one source row.
+enum SourceShape<'a> {
+    /// As the query gives it.
+    Whole,
+    /// Keys and these columns (both clauses write the same ones).
+    Columns(&'a Columns),
+    /// Every column of the table: `UPDATE` and `INSERT` write different
+    /// columns, so each source row is completed from the target row with
+    /// its key (a matched row keeps the columns `UPDATE` does not write) or
+    /// with NULLs (a new row lacks the columns `INSERT` does not write).
+    FullRows,
 }
 
 impl Clauses {
@@ -78,9 +124,8 @@ impl Clauses {
             when_matched: WhenMatched::DoNothing,
             matched_condition: None,
             inserts: false,
-            written: None,
-            all_source_columns: false,
-            update_all_columns: false,
+            update: None,
+            insert: None,
             by_source: None,
         };
         let mut seen: Vec<&'static str> = Vec::new();
@@ -108,7 +153,7 @@ impl Clauses {
                 (MergeClauseKind::Matched, MergeAction::Update(update))
                     if stars::update_all(&update.assignments) =>
                 {
-                    clauses.update_all_columns = true;
+                    clauses.update = Some(Assigned::All);
                     clauses.when_matched = WhenMatched::UpdateAll;
                     clauses.matched_condition = predicate;
                 }
@@ -134,7 +179,7 @@ impl Clauses {
                             text: a.value.to_string(),
                         });
                     }
-                    clauses.write(columns, keys, sides)?;
+                    clauses.update = Some(Assigned::Columns(chosen(columns, keys, sides)?));
                     clauses.when_matched = WhenMatched::UpdateAll;
                     clauses.matched_condition = predicate;
                 }
@@ -156,11 +201,11 @@ impl Clauses {
                         );
                     }
                     match &insert.kind {
-                        MergeInsertKind::Row => clauses.all_source_columns = true,
+                        MergeInsertKind::Row => clauses.insert = Some(Assigned::All),
                         MergeInsertKind::Values(values)
                             if stars::insert_all(&insert.columns, values) =>
                         {
-                            clauses.all_source_columns = true
+                            clauses.insert = Some(Assigned::All)
                         }
                         MergeInsertKind::Values(values) => {
                             let [row] = values.rows.as_slice() else {
@@ -200,7 +245,7 @@ impl Clauses {
                                     sides.source
                                 );
                             }
-                            clauses.write(columns, keys, sides)?;
+                            clauses.insert = Some(Assigned::Columns(chosen(columns, keys, sides)?));
                         }
                     }
                     clauses.inserts = true;
@@ -222,61 +267,32 @@ impl Clauses {
                 }
             }
         }
-        if let (true, Some(_)) = (clauses.all_source_columns, &clauses.written) {
-            return not_impl_err!(
-                "MERGE INTO: INSERT * (or INSERT ROW) cannot be combined with UPDATE SET of \
-                 chosen columns (Lance's merge-insert updates and inserts from one source row); \
-                 use UPDATE SET * or list the inserted columns: INSERT (c, ...) VALUES ({}.c, ...)",
-                sides.source
-            );
-        }
-        if let (true, Some(_)) = (clauses.update_all_columns, &clauses.written) {
-            return not_impl_err!(
-                "MERGE INTO: UPDATE SET * cannot be combined with INSERT of chosen columns \
-                 (Lance's merge-insert updates and inserts from one source row); use INSERT * \
-                 or list the updated columns: UPDATE SET c = {}.c, ...",
-                sides.source
-            );
-        }
         clauses.check_matched_condition(keys, sides)?;
         Ok(clauses)
     }
 
-    /// Records the columns a clause writes: keys only from the source's key,
-    /// and the same columns and values for `UPDATE SET` and `INSERT`.
-    fn write(&mut self, columns: Columns, keys: &[String], sides: &Sides) -> DFResult<()> {
-        let key_copy = |w: &Written| {
-            keys.contains(&w.column) && sides.source_column(&w.value) == Some(w.column.as_str())
-        };
-        if let Some(w) = columns
-            .iter()
-            .find(|w| keys.contains(&w.column) && !key_copy(w))
-        {
-            let (column, text) = (&w.column, &w.text);
-            return not_impl_err!(
-                "MERGE INTO: key column {column} can only be written from the source's {column} \
-                 ({}.{column}), not {text}",
-                sides.source
-            );
-        }
-        // `INSERT (id, ...) VALUES (s.id, ...)`: the key comes from the source anyway.
-        let columns: Columns = columns.into_iter().filter(|c| !key_copy(c)).collect();
-        match &self.written {
-            Some(existing) if existing != &columns => not_impl_err!(
-                "MERGE INTO: UPDATE SET and INSERT must write the same columns from the same \
-                 source values (Lance's merge-insert updates and inserts from one source row)"
-            ),
-            _ => {
-                self.written = Some(columns);
-                Ok(())
+    /// How the source reaches Lance (see [`SourceShape`]).
+    fn shape(&self) -> SourceShape<'_> {
+        match (&self.update, &self.insert) {
+            (None | Some(Assigned::All), None | Some(Assigned::All)) => SourceShape::Whole,
+            (Some(Assigned::Columns(c)), None) | (None, Some(Assigned::Columns(c))) => {
+                SourceShape::Columns(c)
             }
+            (Some(Assigned::Columns(u)), Some(Assigned::Columns(i))) if u == i => {
+                SourceShape::Columns(u)
+            }
+            _ => SourceShape::FullRows,
         }
     }
 
     /// Lance evaluates the condition on the rows handed to it: every source
     /// column it reads must reach Lance unchanged.
     fn check_matched_condition(&self, keys: &[String], sides: &Sides) -> DFResult<()> {
-        let (Some(condition), Some(columns)) = (&self.matched_condition, &self.written) else {
+        // What Lance sees of a matched row's source side: what `UPDATE`
+        // writes (every source column for `UPDATE SET *`).
+        let (Some(condition), Some(Assigned::Columns(columns))) =
+            (&self.matched_condition, &self.update)
+        else {
             return Ok(());
         };
         for column in condition.column_refs() {
@@ -304,15 +320,21 @@ impl Clauses {
 
     /// The source as Lance receives it: keys and written columns under the
     /// table's column names (every source column for `*`, `INSERT ROW` or
-    /// `DELETE`).
+    /// `DELETE`); for [`SourceShape::FullRows`], `source` left-joined with
+    /// `target` (the table at the statement's version) on the keys, every
+    /// column of the table computed for matched and new rows alike.
     pub(super) fn source_projection(
         &self,
         source: LogicalPlan,
+        target: LogicalPlan,
+        table: &Schema,
         keys: &[String],
         sides: &Sides,
     ) -> DFResult<LogicalPlan> {
-        let Some(columns) = &self.written else {
-            return Ok(source);
+        let columns = match self.shape() {
+            SourceShape::Whole => return Ok(source),
+            SourceShape::Columns(columns) => columns,
+            SourceShape::FullRows => return self.full_rows(source, target, table, keys, sides),
         };
         let key_column = |k: &String| {
             Column::new(
@@ -331,6 +353,90 @@ impl Clauses {
                 .map(|w| w.value.clone().alias(w.column.as_str())),
         );
         LogicalPlanBuilder::from(source).project(exprs)?.build()
+    }
+
+    /// See [`SourceShape::FullRows`].
+    fn full_rows(
+        &self,
+        source: LogicalPlan,
+        target: LogicalPlan,
+        table: &Schema,
+        keys: &[String],
+        sides: &Sides,
+    ) -> DFResult<LogicalPlan> {
+        const TARGET: &str = "__lance_merge_target";
+        const MATCHED: &str = "__lance_merge_matched";
+        let source_schema = Arc::clone(source.schema());
+        let on_source = |c: &str| Column::new(Some(TableReference::bare(sides.source.as_str())), c);
+        let on_target = |c: &str| Column::new(Some(TableReference::bare(TARGET)), c);
+        let from_source = |c: &str| {
+            let column = on_source(c);
+            source_schema
+                .has_column(&column)
+                .then_some(Expr::Column(column))
+        };
+        // The value a clause gives column `c`, if it writes it.
+        let value = |assigned: &Option<Assigned>, c: &str| match assigned {
+            Some(Assigned::All) => from_source(c),
+            Some(Assigned::Columns(columns)) => columns
+                .iter()
+                .find(|w| w.column == c)
+                .map(|w| w.value.clone()),
+            None => None,
+        };
+        let target = LogicalPlanBuilder::from(target)
+            .project(
+                table
+                    .fields()
+                    .iter()
+                    .map(|f| col(Column::new_unqualified(f.name())))
+                    .chain([lit(true).alias(MATCHED)]),
+            )?
+            .alias(TARGET)?
+            .build()?;
+        let (left, right): (Vec<Column>, Vec<Column>) =
+            keys.iter().map(|k| (on_source(k), on_target(k))).unzip();
+        let joined = LogicalPlanBuilder::from(source)
+            .join(target, JoinType::Left, (left, right), None)?
+            .build()?;
+        // `*` writes every source column: each must be one of the table's.
+        if matches!(self.update, Some(Assigned::All)) || matches!(self.insert, Some(Assigned::All))
+        {
+            for field in source_schema.fields() {
+                if table.field_with_name(field.name()).is_err() {
+                    return plan_err!(
+                        "MERGE INTO: the source column '{}' is not a column of the table \
+                         (INSERT * and UPDATE SET * write every source column)",
+                        field.name()
+                    );
+                }
+            }
+        }
+        let matched = Expr::Column(on_target(MATCHED)).is_true();
+        let mut exprs = Vec::with_capacity(table.fields().len());
+        for field in table.fields() {
+            let c = field.name().as_str();
+            let expr = if keys.iter().any(|k| k == c) {
+                Expr::Column(on_source(c))
+            } else {
+                let on_update =
+                    value(&self.update, c).unwrap_or_else(|| Expr::Column(on_target(c)));
+                let on_insert = match value(&self.insert, c) {
+                    Some(v) => v,
+                    None if !field.is_nullable() => {
+                        return not_impl_err!(
+                            "MERGE INTO: INSERT does not write the NOT NULL column {c}"
+                        );
+                    }
+                    None => lit(ScalarValue::Null),
+                };
+                let data_type = field.data_type().clone();
+                when(matched.clone(), cast(on_update, data_type.clone()))
+                    .otherwise(cast(on_insert, data_type))?
+            };
+            exprs.push(expr.alias(c));
+        }
+        LogicalPlanBuilder::from(joined).project(exprs)?.build()
     }
 
     /// The merge options, conditions qualified by `target` / `source`.

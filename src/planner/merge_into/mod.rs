@@ -15,19 +15,22 @@
 //! ```
 //!
 //! * `ON` must equate target and source columns of the same name (the keys).
-//! * `UPDATE SET` and `INSERT` may compute values from source columns; they
-//!   must name the same columns when both are present (Lance's merge-insert
-//!   updates and inserts from one source row). Columns not named keep their
-//!   value on update and are NULL on insert.
+//! * `UPDATE SET` and `INSERT` may compute values from source columns.
+//!   Columns not named keep their value on update and are NULL on insert.
 //! * `UPDATE SET *` and `INSERT *` (also `INSERT ROW`) write every source
-//!   column into the target column of the same name; a `*` form cannot be
-//!   combined with a list of chosen columns in the other clause.
+//!   column into the target column of the same name.
+//! * Lance's merge-insert updates and inserts from one source row: when the
+//!   two clauses write different columns, each source row is completed from
+//!   the target row with its key, read at the statement's version (see
+//!   `clauses::SourceShape::FullRows`).
 //! * Conditions may read target columns, keys, and source columns the
 //!   statement writes unchanged (Lance evaluates them on the rows it merges).
 //! * The result is one row: `inserted, updated, deleted, version`.
 
 mod clauses;
 mod stars;
+
+use std::sync::Arc;
 
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema, Result as DFResult, not_impl_err, plan_err};
@@ -155,7 +158,13 @@ pub(crate) async fn plan_merge_into(state: &SessionState, merge: &Merge) -> DFRe
 
     let keys = keys_of(&planner.plan(&merge.on)?, &sides)?;
     let clauses = Clauses::plan(merge, &planner, &sides, &keys, &idents)?;
-    let source = clauses.source_projection(source, &keys, &sides)?;
+    let target_scan = LogicalPlanBuilder::scan(
+        reference.clone(),
+        provider_as_source(Arc::clone(&target) as Arc<dyn TableProvider>),
+        None,
+    )?
+    .build()?;
+    let source = clauses.source_projection(source, target_scan, &target.schema(), &keys, &sides)?;
     let options = clauses.options(&sides, &planner.schema)?;
     let table = LanceMerge::new(reference.to_string(), source, keys, options).with_target(target);
     LogicalPlanBuilder::scan(
