@@ -45,6 +45,7 @@ use lance_linalg::distance::DistanceType;
 use prost::Message;
 
 use crate::config::LanceConfig;
+use crate::physical_plan::search::DISTANCE_COLUMN;
 use crate::physical_plan::{Metric, VectorQuery};
 use crate::table::LanceTableProvider;
 use crate::table::index_rules::ColumnIndexes;
@@ -147,7 +148,9 @@ impl Candidate {
         let provider: Arc<dyn TableProvider> = Arc::clone(&source.table_provider);
         let any: Arc<dyn Any + Send + Sync> = provider;
         let table = any.downcast::<LanceTableProvider>().ok()?;
-        if table.has_row_columns() {
+        // The search adds `_distance`: a table with a column of that name
+        // is sorted exactly (Lance could not merge the two).
+        if table.has_row_columns() || table.schema().field_with_name(DISTANCE_COLUMN).is_ok() {
             return None;
         }
         let Expr::ScalarFunction(function) = expr else {

@@ -15,6 +15,7 @@ use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 
 use super::search::{lookup, string};
+use crate::table::{ROW_ADDR, ROW_ID};
 
 /// SQL name of the row-identity function.
 pub const ROWS_FUNCTION_NAME: &str = "lance_rows";
@@ -31,7 +32,12 @@ impl TableFunctionImpl for RowsFunction {
         let Some(name) = string(name) else {
             return plan_err!("{ROWS_FUNCTION_NAME}() takes one string: a registered table name");
         };
-        let table = lookup(ROWS_FUNCTION_NAME, args.session(), name)?;
+        let table = lookup(
+            ROWS_FUNCTION_NAME,
+            args.session(),
+            name,
+            &[ROW_ID, ROW_ADDR],
+        )?;
         Ok(Arc::new(table.with_row_identity()))
     }
 }

@@ -30,7 +30,7 @@ use lance::Dataset;
 use super::{check_prefilter, lookup, parse_filter, plan_search, string, with_extra};
 use crate::config::parse_bool;
 use crate::error::Error;
-use crate::physical_plan::search::score_field;
+use crate::physical_plan::search::{SCORE_COLUMN, score_field};
 use crate::physical_plan::{SearchQuery, TextQuery};
 use crate::table::LanceTableProvider;
 use crate::table::index_rules::{ColumnIndexes, IndexKind};
@@ -53,7 +53,7 @@ impl TableFunctionImpl for FtsFunction {
         let [name, query, options @ ..] = strings.as_slice() else {
             return plan_err!("{FTS_FUNCTION_NAME} needs a table and a query; {usage}");
         };
-        let table = lookup(FTS_FUNCTION_NAME, args.session(), name)?;
+        let table = lookup(FTS_FUNCTION_NAME, args.session(), name, &[SCORE_COLUMN])?;
         let mut search = FullTextSearch::new(
             name.to_string(),
             table,

@@ -31,15 +31,30 @@ use crate::table::lookup::registered_now;
 use crate::table::pushdown;
 
 /// The registered Lance table `name` (see [`registered_now`]: a table of a
-/// Lance catalog is looked up before `lance_sql` plans the statement).
+/// Lance catalog is looked up before `lance_sql` plans the statement),
+/// which must not have a column called like one of the columns `adds` (the
+/// function's rows hold the table's columns and those).
 pub(crate) fn lookup(
     function: &str,
     session: &dyn Session,
     name: &str,
+    adds: &[&str],
 ) -> DFResult<Arc<LanceTableProvider>> {
     let reference = TableReference::from(name);
     match registered_now(session, &reference) {
-        Ok(Some(table)) => Ok(table),
+        Ok(Some(table)) => {
+            if let Some(column) = adds
+                .iter()
+                .find(|c| table.schema().field_with_name(c).is_ok())
+            {
+                return plan_err!(
+                    "{function}: table '{name}' has a column named '{column}', the name of the \
+                     column {function} adds to its rows; rename the table's column to search it \
+                     (ALTER TABLE {name} RENAME COLUMN {column} TO <another name>)"
+                );
+            }
+            Ok(table)
+        }
         Err(e) => plan_err!("{function}: {e}"),
         Ok(None) => plan_err!(
             "{function}: '{}' is not a registered Lance table; register the dataset first \

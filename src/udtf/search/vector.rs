@@ -43,7 +43,8 @@ use lance::Dataset;
 use super::{check_prefilter, lookup, parse_filter, plan_search, string, with_extra};
 use crate::config::parse_bool;
 use crate::error::Error;
-use crate::physical_plan::search::distance_field;
+use crate::physical_plan::RELEVANCE_COLUMN;
+use crate::physical_plan::search::{DISTANCE_COLUMN, SCORE_COLUMN, distance_field};
 use crate::physical_plan::{
     IndexChange, Metric, OptimizeOptions, SchemaChange, SearchQuery, TagChange, VacuumOptions,
     VectorQuery,
@@ -122,6 +123,16 @@ impl TableFunctionImpl for VectorSearchFunction {
     }
 }
 
+/// The columns `function` (`lance_vector_search` or `lance_hybrid_search`)
+/// adds to the table's.
+fn added_columns(function: &str) -> &'static [&'static str] {
+    if function == super::hybrid::HYBRID_SEARCH_FUNCTION_NAME {
+        &[DISTANCE_COLUMN, SCORE_COLUMN, RELEVANCE_COLUMN]
+    } else {
+        &[DISTANCE_COLUMN]
+    }
+}
+
 /// A `lance_vector_search(...)` call: a table whose scan plans a
 /// [`crate::physical_plan::LanceSearchExec`].
 pub(crate) struct VectorSearch {
@@ -175,7 +186,7 @@ impl VectorSearch {
         let (Some(name), Some(column)) = (string(table), string(column)) else {
             return plan_err!("{function}: the table and the vector column are strings");
         };
-        let table = lookup(function, session, name)?;
+        let table = lookup(function, session, name, added_columns(function))?;
         let schema = table.schema();
         let dim = match schema.field_with_name(column).map(|f| f.data_type()) {
             Ok(DataType::FixedSizeList(item, dim)) if item.data_type().is_floating() => *dim,
