@@ -21,6 +21,7 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::create_physical_expr;
 use lance::Dataset;
 use lance::dataset::{BatchUDF, ColumnAlteration, NewColumnTransform};
+use lance::index::DatasetIndexExt;
 
 use super::maintenance::{Maintenance, MaintenanceExec};
 use crate::error::plain;
@@ -74,7 +75,8 @@ pub enum SchemaChange {
         to: String,
     },
     /// `ALTER COLUMN <column> [SET DATA] TYPE <type>` (Lance rewrites the
-    /// column and drops its indices).
+    /// column; it refuses a column with an index, which must be dropped
+    /// first).
     SetType {
         /// The column.
         column: String,
@@ -258,6 +260,38 @@ impl Maintenance for SchemaChange {
                             .map(|k| k.as_str())
                             .collect::<Vec<_>>()
                             .join(", ")
+                    ));
+                }
+                // Lance refuses to retype an indexed column (pointing at its
+                // own API): name the indices and the SQL that drops them.
+                let field_id = dataset.schema().field(&column).map(|f| f.id);
+                let indexed: Vec<String> = ds
+                    .load_indices()
+                    .await
+                    .map_err(err)?
+                    .iter()
+                    .filter(|index| field_id.is_some_and(|id| index.fields.contains(&id)))
+                    .map(|index| index.name.clone())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                if !indexed.is_empty() {
+                    let drops = indexed
+                        .iter()
+                        .map(|name| format!("DROP INDEX {name} ON <table>"))
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    return fail(format!(
+                        "the column has {} ({}), and Lance cannot change the type of an indexed \
+                         column; drop {} first ({drops}), change the type, then create {} again",
+                        if indexed.len() == 1 {
+                            "an index"
+                        } else {
+                            "indexes"
+                        },
+                        indexed.join(", "),
+                        if indexed.len() == 1 { "it" } else { "them" },
+                        if indexed.len() == 1 { "it" } else { "them" },
                     ));
                 }
                 ds.alter_columns(&[ColumnAlteration::new(column.clone()).cast_to(data_type)])
