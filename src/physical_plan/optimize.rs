@@ -114,13 +114,14 @@ async fn optimize(
     drop(phase);
     let mut indices = 0;
     if options.indices {
-        let loaded = dataset.load_indices().await.map_err(err)?;
-        indices = loaded
-            .iter()
-            .map(|index| index.name.as_str())
-            .collect::<std::collections::HashSet<_>>()
-            .len();
-        if indices > 0 {
+        let segments = |loaded: &[lance_table::format::IndexMetadata]| {
+            loaded
+                .iter()
+                .map(|index| (index.name.clone(), index.uuid))
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        let before = segments(&dataset.load_indices().await.map_err(err)?);
+        if !before.is_empty() {
             let _phase = crate::progress::Phase::enter(format!(
                 "optimizing indices of {}",
                 location.display_uri
@@ -129,6 +130,15 @@ async fn optimize(
                 .optimize_indices(&Default::default())
                 .await
                 .map_err(err)?;
+            // The indices Lance changed (it commits nothing when each one
+            // covers every row already): those with a segment not there
+            // before.
+            let after = segments(&dataset.load_indices().await.map_err(err)?);
+            indices = after
+                .difference(&before)
+                .map(|(name, _)| name)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len();
         }
     }
     let values = [
