@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::name::{NameKind, can_look_up, check_new};
 use crate::session::LanceSessionCache;
 use crate::table::LanceTableProvider;
+use crate::table::lookup::IoCatalogs;
 
 /// Where a table of a namespace lives and the storage options that reach it
 /// (never shown).
@@ -341,6 +342,12 @@ pub async fn register_lance_catalog(
         .expect("catalogs lock")
         .insert(name.to_string(), lake);
     ctx.state_ref().write().config_mut().set_extension(lakes);
+    let io = state
+        .config()
+        .get_extension::<IoCatalogs>()
+        .unwrap_or_default();
+    io.add(name);
+    ctx.state_ref().write().config_mut().set_extension(io);
     Ok(catalog)
 }
 

@@ -38,7 +38,30 @@ pub(crate) async fn registered_lance_table(
 /// before the statement is planned ([`prefetch`]): table functions are
 /// planned synchronously, and a catalog may need I/O to find a table.
 #[derive(Debug, Default)]
-pub(crate) struct Prefetched(Vec<(ResolvedTableReference, Arc<LanceTableProvider>)>);
+pub(crate) struct Prefetched(Vec<(ResolvedTableReference, Option<Arc<LanceTableProvider>>)>);
+
+/// The catalogs of a session that look their tables up with I/O (Lance
+/// namespace catalogs, which `register_lance_catalog` names here): a table
+/// function planned synchronously cannot find their tables by itself.
+#[derive(Debug, Default)]
+pub(crate) struct IoCatalogs(std::sync::RwLock<std::collections::BTreeSet<String>>);
+
+impl IoCatalogs {
+    /// Adds catalog `name`.
+    pub(crate) fn add(&self, name: &str) {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string());
+    }
+
+    fn holds(&self, name: &str) -> bool {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(name)
+    }
+}
 
 impl Prefetched {
     pub(crate) fn is_empty(&self) -> bool {
@@ -53,15 +76,14 @@ fn resolved(state: &dyn Session, reference: &TableReference) -> ResolvedTableRef
         .resolve(&defaults.default_catalog, &defaults.default_schema)
 }
 
-/// Looks up the Lance tables `names` name (those that exist and are Lance
-/// tables), for [`registered_now`] while the statement is planned.
+/// Looks up the Lance tables `names` name (`None` for a name that is no
+/// Lance table), for [`registered_now`] while the statement is planned.
 pub(crate) async fn prefetch(state: &SessionState, names: &[String]) -> DFResult<Prefetched> {
     let mut found = Prefetched::default();
     for name in names {
         let reference = TableReference::from(name.as_str());
-        if let Some(table) = registered_lance_table(state, &reference).await? {
-            found.0.push((resolved(state, &reference), table));
-        }
+        let table = registered_lance_table(state, &reference).await?;
+        found.0.push((resolved(state, &reference), table));
     }
     Ok(found)
 }
@@ -81,18 +103,20 @@ pub(crate) fn registered_now(
     if let Some(prefetched) = state.config().get_extension::<Prefetched>()
         && let Some((_, table)) = prefetched.0.iter().find(|(r, _)| *r == full)
     {
-        return Ok(Some(Arc::clone(table)));
+        return Ok(table.clone());
     }
     let needs_io = || {
         Error::unsupported(format!(
-            "'{full}' is a table of catalog '{}', which looks tables up with I/O; a table \
-             function can name it in statements run through lance_sql \
-             (LanceSessionContextExt) or lance-sql, which look it up before planning",
+            "finding '{full}' needs I/O (catalog '{}' looks its tables up); a table function \
+             can name it in statements run through lance_sql (LanceSessionContextExt) or \
+             lance-sql, which look it up before planning",
             full.catalog
         ))
     };
-    if let Some(state) = state.as_any().downcast_ref::<SessionState>()
-        && crate::catalog::lance_catalog_of(state, reference).is_some()
+    if state
+        .config()
+        .get_extension::<IoCatalogs>()
+        .is_some_and(|io| io.holds(&full.catalog))
     {
         return Err(needs_io());
     }

@@ -461,7 +461,7 @@ async fn table_functions_find_catalog_tables_every_time() {
             .to_string();
         assert!(
             error.contains(
-                "'lake.public.docs' is a table of catalog 'lake', which looks tables up with I/O"
+                "finding 'lake.public.docs' needs I/O (catalog 'lake' looks its tables up)"
             ) && error.contains("lance_sql"),
             "{error}"
         );
