@@ -359,28 +359,7 @@ async fn a_merge_from_its_own_table_never_undoes_a_concurrent_update() {
         .await
         .unwrap();
     // Another process sets v = 100 on the same rows.
-    let other = uri.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let ds = Arc::new(lance::Dataset::open(&other).await.unwrap());
-            lance::dataset::UpdateBuilder::new(ds)
-                .update_where("id < 10")
-                .unwrap()
-                .set("v", "100")
-                .unwrap()
-                .build()
-                .unwrap()
-                .execute()
-                .await
-                .unwrap();
-        });
-    })
-    .join()
-    .unwrap();
+    update_elsewhere(&uri, "id < 10", "v", "100");
     let err = datafusion::physical_plan::collect(plan, ctx.task_ctx())
         .await
         .unwrap_err()
@@ -422,28 +401,7 @@ async fn a_merge_completing_rows_from_the_table_never_undoes_a_concurrent_update
         .expect("MERGE INTO is planned by this crate");
     let plan = state.create_physical_plan(&logical).await.unwrap();
     // Another process sets tag = 'other' on the rows the merge updates.
-    let other = uri.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let ds = Arc::new(lance::Dataset::open(&other).await.unwrap());
-            lance::dataset::UpdateBuilder::new(ds)
-                .update_where("id < 10")
-                .unwrap()
-                .set("tag", "'other'")
-                .unwrap()
-                .build()
-                .unwrap()
-                .execute()
-                .await
-                .unwrap();
-        });
-    })
-    .join()
-    .unwrap();
+    update_elsewhere(&uri, "id < 10", "tag", "'other'");
     let err = datafusion::physical_plan::collect(plan, ctx.task_ctx())
         .await
         .unwrap_err()
@@ -480,4 +438,36 @@ async fn a_merge_completing_rows_from_the_table_never_undoes_a_concurrent_update
         vec![5]
     );
     assert_eq!(ints(&ctx, "SELECT count(*) FROM t").await, vec![100]);
+}
+
+/// Lance itself, on a runtime of its own (another writer), sets `column` to
+/// the SQL `value` where `predicate` holds, and commits.
+fn update_elsewhere(uri: &str, predicate: &str, column: &str, value: &str) {
+    let (uri, predicate, column, value) = (
+        uri.to_string(),
+        predicate.to_string(),
+        column.to_string(),
+        value.to_string(),
+    );
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let ds = Arc::new(lance::Dataset::open(&uri).await.unwrap());
+            lance::dataset::UpdateBuilder::new(ds)
+                .update_where(&predicate)
+                .unwrap()
+                .set(&column, &value)
+                .unwrap()
+                .build()
+                .unwrap()
+                .execute()
+                .await
+                .unwrap();
+        });
+    })
+    .join()
+    .unwrap();
 }

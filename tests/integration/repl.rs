@@ -9,6 +9,7 @@ use std::time::Duration;
 use datafusion::prelude::SessionConfig;
 use datafusion_lance::LanceSessionContextExt;
 
+use crate::support::all_files;
 use crate::support::pty::{CTRL_C, CTRL_D, Terminal};
 
 /// Long enough for a debug build on a loaded machine; each wait ends as
@@ -49,24 +50,6 @@ fn create(dir: &Path, name: &str) -> String {
         "CREATE EXTERNAL TABLE {name} STORED AS LANCE LOCATION '{}';",
         dir.join(format!("{name}.lance")).display()
     )
-}
-
-/// The files under `dir`, relative to it, sorted.
-fn files(dir: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(next) = stack.pop() {
-        for entry in std::fs::read_dir(&next).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                found.push(path.strip_prefix(dir).unwrap().display().to_string());
-            }
-        }
-    }
-    found.sort();
-    found
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,7 +194,7 @@ async fn ctrl_c_cancels_an_insert_which_commits_nothing_and_leaves_no_file() {
     let home = tempfile::tempdir().unwrap();
     tables(dir.path(), 100_000).await;
     let small = dir.path().join("small.lance");
-    let before = files(&small);
+    let before = all_files(&small);
     let mut command = lance_sql(home.path(), &[]);
     command.env("LANCE_SQL_PROGRESS_DELAY_MS", "0");
     let mut term = Terminal::spawn(command);
@@ -237,7 +220,7 @@ async fn ctrl_c_cancels_an_insert_which_commits_nothing_and_leaves_no_file() {
     term.expect(PROMPT, SHOWS);
     term.send(CTRL_D);
     assert!(term.wait(SHOWS).success());
-    assert_eq!(files(&small), before);
+    assert_eq!(all_files(&small), before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
