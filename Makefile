@@ -3,7 +3,7 @@
 CARGO ?= cargo
 DEMO_DIR ?= target/demo
 
-.PHONY: help protoc s3-server run build test test-nightly lint fmt check-fmt clippy unit slt slt-complete bench doc
+.PHONY: help protoc s3-server run build test test-nightly lint fmt check-fmt clippy check-lean unit slt slt-complete bench doc
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -22,7 +22,7 @@ run: protoc ## Build, create a demo Lance dataset under target/demo, run example
 build: protoc ## Build the library and the lance-sql CLI
 	$(CARGO) build --bins
 
-test: protoc check-fmt clippy unit ## Everything CI runs: fmt check, clippy, unit + integration tests, sqllogictests
+test: protoc check-fmt clippy check-lean unit ## Everything CI runs: fmt check, clippy, the lean library, unit + integration tests, sqllogictests
 
 test-nightly: protoc s3-server check-fmt clippy ## The big tier: make test with 20 process kills and 2,000 fuzzed predicates
 	DATAFUSION_LANCE_NIGHTLY=1 $(CARGO) test
@@ -37,6 +37,9 @@ check-fmt: ## Check formatting
 
 clippy: protoc ## Clippy on every target, warnings are errors
 	$(CARGO) clippy --all-targets -- -D warnings
+
+check-lean: protoc ## The library alone, as embedders take it (default-features = false), compiles
+	$(CARGO) check --lib --no-default-features
 
 unit: protoc s3-server ## Unit tests, integration tests and the sqllogictest suite
 	$(CARGO) test

@@ -3,12 +3,14 @@
 //! its fragment ids, and every process opens tables through its own
 //! process-level Lance session.
 //!
-//! * [`ballista`] — an Apache DataFusion Ballista cluster (the
-//!   `lance-cluster` binary, `lance-sql --cluster`);
-//! * [`distributed`] — datafusion-distributed, for engines that embed it:
-//!   Lance scans split by fragment across its tasks.
+//! * `ballista` (feature `ballista`) — an Apache DataFusion Ballista
+//!   cluster (the `lance-cluster` binary, `lance-sql --cluster`);
+//! * `distributed` (feature `distributed`) — datafusion-distributed, for
+//!   engines that embed it: Lance scans split by fragment across its tasks.
 
+#[cfg(feature = "ballista")]
 pub mod ballista;
+#[cfg(feature = "distributed")]
 pub mod distributed;
 
 use std::sync::Arc;

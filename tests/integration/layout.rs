@@ -1,7 +1,9 @@
 //! The crate's modules depend on each other one way only:
 //! cluster → planner / codec → catalog → table functions / format → table →
-//! physical_plan → session → config → error → location / progress. A `use crate::x`
-//! against that direction fails this test, naming the file.
+//! physical_plan → session → config / name → error → location / progress /
+//! cancel. A `use crate::x` against that direction fails this test, naming
+//! the file. And the library needs none of the cluster engines, the CLI
+//! or its terminal crates unless their features are on.
 
 use std::path::Path;
 
@@ -10,8 +12,10 @@ use std::path::Path;
 const LAYERS: &[(&str, u8)] = &[
     ("location", 0),
     ("progress", 0),
+    ("cancel", 0),
     ("error", 1),
     ("config", 2),
+    ("name", 2),
     ("session", 3),
     ("physical_plan", 4),
     ("table", 5),
@@ -135,4 +139,66 @@ fn modules_depend_one_way() {
         "dependencies against the layering:\n{}",
         violations.join("\n")
     );
+}
+
+/// The dependencies only the cluster engines and the binaries use are
+/// optional, each enabled by its feature alone: `default-features = false`
+/// builds the library without them (CI checks that it compiles: `make
+/// check-lean`).
+#[test]
+fn integrations_are_behind_features() {
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let features = manifest
+        .split("[features]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("a [features] table");
+    let dependencies = manifest
+        .split("\n[dependencies]")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("a [dependencies] table");
+    for (dependency, feature) in [
+        ("ballista", "ballista"),
+        ("ballista-core", "ballista"),
+        ("ballista-executor", "ballista"),
+        ("ballista-scheduler", "ballista"),
+        ("datafusion-distributed", "distributed"),
+        ("tonic", "distributed"),
+        ("tokio-stream", "distributed"),
+        ("datafusion-cli", "cli"),
+        ("rustyline", "cli"),
+        ("clap", "cli"),
+        ("tracing-subscriber", "cli"),
+    ] {
+        let line = dependencies
+            .lines()
+            .find(|l| l.starts_with(&format!("{dependency} = ")))
+            .unwrap_or_else(|| panic!("{dependency} is not a dependency"));
+        assert!(
+            line.contains("optional = true"),
+            "{dependency} is not optional: {line}"
+        );
+        let enabling: Vec<&str> = features
+            .lines()
+            .filter(|l| l.contains(&format!("\"dep:{dependency}\"")))
+            .map(|l| l.split(" = ").next().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            enabling,
+            [feature],
+            "{dependency} is enabled by {enabling:?}"
+        );
+    }
+    for binary in ["lance-sql", "lance-cluster"] {
+        let section = manifest
+            .split("[[bin]]")
+            .find(|s| s.contains(&format!("name = \"{binary}\"")))
+            .unwrap_or_else(|| panic!("no [[bin]] {binary}"));
+        assert!(
+            section.contains("required-features = [\"cli\"]"),
+            "{binary} needs the cli feature"
+        );
+    }
 }
