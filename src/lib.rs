@@ -43,9 +43,11 @@ pub use physical_plan::merge_options::{
     WhenNotMatchedBySource,
 };
 pub use physical_plan::{LanceScanExec, LanceSink};
-use planner::Intercepted;
+use planner::Planned;
 pub use planner::time_travel::AS_OF_FUNCTION_NAME;
-pub use planner::{LanceQueryPlanner, execute_lance_plan, plan_lance_sql, resolve_lance_tables};
+pub use planner::{
+    LanceQueryPlanner, execute_lance_plan, plan_lance_sql, plan_sql, resolve_lance_tables,
+};
 pub use session::{
     LanceSessionCache, OpenerStats, SHARE_SESSION_ENV, session_sharing_disabled, store_params,
 };
@@ -211,25 +213,19 @@ impl LanceSessionContextExt for SessionContext {
         sql: &str,
     ) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
         let state = self.state();
-        match planner::intercept(&state, sql, true).await? {
-            Intercepted::Ours(plan) => execute_lance_plan(self, *plan).await,
-            // What `SessionContext::sql` does after parsing: the text is
-            // tokenized and parsed once per statement, not twice.
-            Intercepted::DataFusions(statement) => {
-                let plan = state.statement_to_plan(*statement).await?;
-                match plan {
-                    // DDL and statements change the context: DataFusion runs them.
-                    LogicalPlan::Ddl(_) | LogicalPlan::Statement(_) => {
-                        drop(state);
-                        self.execute_logical_plan(plan).await
-                    }
-                    // A query (or DML) becomes a frame on the state it was
-                    // planned with, as `execute_logical_plan` would make it
-                    // on a copy of the same state, made again.
-                    plan => Ok(datafusion::dataframe::DataFrame::new(state, plan)),
+        match planner::plan_statement(&state, sql).await? {
+            Planned::Ours(plan) => execute_lance_plan(self, *plan).await,
+            Planned::DataFusions(plan) => match *plan {
+                // DDL and statements change the context: DataFusion runs them.
+                plan @ (LogicalPlan::Ddl(_) | LogicalPlan::Statement(_)) => {
+                    drop(state);
+                    self.execute_logical_plan(plan).await
                 }
-            }
-            Intercepted::Unparsed => self.sql(sql).await,
+                // A query (or DML) becomes a frame on the state it was
+                // planned with, as `execute_logical_plan` would make it on a
+                // copy of the same state, made again.
+                plan => Ok(datafusion::dataframe::DataFrame::new(state, plan)),
+            },
         }
     }
 }

@@ -423,21 +423,15 @@ impl Planner<'_> {
     }
 }
 
-/// Executes `plan` (from [`crate::plan_lance_sql`]) in `ctx`, as
-/// [`SessionContext::execute_logical_plan`] does, except that an `ALTER
-/// TABLE` runs now — as DataFusion runs DDL — and the table is registered
-/// again with its new schema, so that the next statement sees it.
-/// [`crate::LanceSessionContextExt::lance_sql`] and `lance-sql` run every
-/// plan of theirs through it.
-pub async fn execute_lance_plan(ctx: &SessionContext, plan: LogicalPlan) -> DFResult<DataFrame> {
-    if let Some(frame) = crate::catalog::run_catalog_plan(ctx, &plan).await? {
-        return Ok(frame);
-    }
-    let Some(target) = altered_table(&plan) else {
-        return ctx.execute_logical_plan(plan).await;
-    };
+/// Runs the `ALTER TABLE` `plan` changing `target` now, then registers the
+/// table again with its new schema (see [`super::execute_lance_plan`]).
+pub(crate) async fn run_alter(
+    ctx: &SessionContext,
+    plan: LogicalPlan,
+    target: &str,
+) -> DFResult<DataFrame> {
     let batches = ctx.execute_logical_plan(plan).await?.collect().await?;
-    let reference = TableReference::parse_str(&target);
+    let reference = TableReference::parse_str(target);
     let provider = ctx.table_provider(reference.clone()).await?;
     // A Lance catalog opens its tables afresh whenever they are named.
     let in_catalog = crate::catalog::lance_catalog_of(&ctx.state(), &reference).is_some();
@@ -454,7 +448,7 @@ pub async fn execute_lance_plan(ctx: &SessionContext, plan: LogicalPlan) -> DFRe
 }
 
 /// The table an `ALTER TABLE` plan changes (not under `EXPLAIN`).
-fn altered_table(plan: &LogicalPlan) -> Option<String> {
+pub(crate) fn altered_table(plan: &LogicalPlan) -> Option<String> {
     let LogicalPlan::TableScan(scan) = plan else {
         return None;
     };

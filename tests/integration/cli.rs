@@ -539,3 +539,49 @@ async fn progress_counts_rows_and_fragments() {
     let read = Progress::now().since(&start);
     assert!(read.rows_read >= 5000, "{read:?}");
 }
+
+/// Tables and copies of other formats on local paths go through the same
+/// front door as Lance's (planned once); `SHOW` prints every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_formats_on_local_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("in.csv");
+    std::fs::write(&csv, "a,b\n1,x\n2,y\n3,z\n").unwrap();
+    let parquet = dir.path().join("out.parquet");
+    let out = lance_sql(&[
+        "-q",
+        "--format",
+        "table",
+        "--maxrows",
+        "1",
+        "-c",
+        &format!(
+            "CREATE EXTERNAL TABLE c STORED AS CSV LOCATION '{}' OPTIONS ('format.has_header' 'true')",
+            csv.display()
+        ),
+        "-c",
+        &format!(
+            "COPY (SELECT a * 10 AS a, b FROM c) TO '{}' STORED AS PARQUET",
+            parquet.display()
+        ),
+        "-c",
+        &format!(
+            "CREATE EXTERNAL TABLE p STORED AS PARQUET LOCATION '{}'",
+            parquet.display()
+        ),
+        "-c",
+        "SELECT sum(a) AS s FROM p",
+        "-c",
+        "SHOW TABLES",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("| 60 |"), "{text}");
+    // More rows than --maxrows: SHOW prints them all.
+    for row in [
+        "| datafusion    | public             | c ",
+        "| datafusion    | public             | p ",
+    ] {
+        assert!(text.contains(row), "{row}: {text}");
+    }
+}

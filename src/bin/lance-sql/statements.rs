@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::error::Result;
-use datafusion::logical_expr::{LogicalPlan, Statement};
+use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{SendableRecordBatchStream, execute_stream};
 use datafusion::prelude::SessionContext;
@@ -174,27 +174,26 @@ impl Runner {
         }
     }
 
+    /// Plans `sql` once, through this crate's front door, and runs it.
     async fn execute(&self, sql: &str, progress: &Progress, writes: &AtomicBool) -> Result<()> {
         let ctx = &self.ctx;
-        let plan = match datafusion_lance::plan_lance_sql(&ctx.state(), sql).await? {
-            Some(plan) => plan,
-            None => {
-                let plan = ctx.state().create_logical_plan(sql).await?;
-                if !runs_here(&plan) {
-                    // DDL, SET, EXPLAIN, other COPYs (which may need
-                    // datafusion-cli to register their object store).
-                    progress.done();
-                    return exec::exec_from_commands(
-                        ctx,
-                        vec![sql.to_string()],
-                        &self.print_options,
-                    )
-                    .await;
-                }
-                plan
-            }
-        };
-        self.run_plan(plan, progress, writes).await
+        let plan = datafusion_lance::plan_sql(&ctx.state(), sql).await?;
+        if needs_object_store(&plan) {
+            // datafusion-cli registers the object store a table or COPY of
+            // another format names (it plans the text itself).
+            progress.done();
+            return exec::exec_from_commands(ctx, vec![sql.to_string()], &self.print_options).await;
+        }
+        // Like datafusion-cli: SHOW and plans print every row.
+        let every_row = sql
+            .trim_start()
+            .get(..4)
+            .is_some_and(|w| w.eq_ignore_ascii_case("show"))
+            || matches!(
+                plan,
+                LogicalPlan::Explain(_) | LogicalPlan::Analyze(_) | LogicalPlan::DescribeTable(_)
+            );
+        self.run_plan(plan, progress, writes, every_row).await
     }
 
     /// Executes a planned statement and prints its rows like datafusion-cli:
@@ -205,6 +204,7 @@ impl Runner {
         plan: LogicalPlan,
         progress: &Progress,
         writes: &AtomicBool,
+        every_row: bool,
     ) -> Result<()> {
         let started = datafusion::common::instant::Instant::now();
         let df = datafusion_lance::execute_lance_plan(&self.ctx, plan).await?;
@@ -218,30 +218,38 @@ impl Runner {
             let stream = done_at_first_batch(stream, progress.clone());
             return options.print_stream(stream, started, &format).await;
         }
+        let maxrows = if every_row {
+            MaxRows::Unlimited
+        } else {
+            options.maxrows
+        };
         let schema = stream.schema();
-        let (batches, rows) = first_rows(stream, options.maxrows).await?;
+        let (batches, rows) = first_rows(stream, maxrows).await?;
         progress.done();
         let table = PrintOptions {
             format: PrintFormat::Table,
+            maxrows,
             ..options.clone()
         };
         table.print_batches(schema, &batches, started, rows, &format)
     }
 }
 
-/// Whether a statement DataFusion planned runs here (queries, DML, `COPY
-/// ... STORED AS LANCE`, `EXECUTE`), rather than through datafusion-cli.
-fn runs_here(plan: &LogicalPlan) -> bool {
-    match plan {
-        LogicalPlan::Statement(Statement::Execute(_)) => true,
-        LogicalPlan::Ddl(_)
-        | LogicalPlan::Statement(_)
-        | LogicalPlan::Explain(_)
-        | LogicalPlan::Analyze(_)
-        | LogicalPlan::DescribeTable(_) => false,
-        LogicalPlan::Copy(copy) => copy.file_type.get_ext().eq_ignore_ascii_case("lance"),
-        _ => true,
-    }
+/// Whether `plan` creates a table or copies to a location in an object
+/// store (`s3://`, `gs://`, ...) in another format than Lance: datafusion-cli
+/// registers that store (Lance opens its own; local files need none).
+fn needs_object_store(plan: &LogicalPlan) -> bool {
+    let (format, location) = match plan {
+        LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create)) => {
+            (create.file_type.clone(), create.location.as_str())
+        }
+        LogicalPlan::Copy(copy) => (copy.file_type.get_ext(), copy.output_url.as_str()),
+        _ => return false,
+    };
+    let remote = location
+        .split_once("://")
+        .is_some_and(|(scheme, _)| !scheme.eq_ignore_ascii_case("file"));
+    remote && !format.eq_ignore_ascii_case("lance")
 }
 
 /// The batches holding the first `max` rows (whole batches, as

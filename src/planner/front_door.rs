@@ -1,25 +1,33 @@
-//! [`plan_lance_sql`]: the one place SQL text becomes a statement this crate
-//! plans itself instead of DataFusion.
+//! The front door: SQL text in, one plan out, the plan run. Every way in —
+//! [`crate::LanceSessionContextExt::lance_sql`], [`plan_sql`],
+//! [`plan_lance_sql`], `lance-sql`, the sqllogictest runner — comes through
+//! here, and nothing is tokenized, parsed or planned twice.
 //!
-//! Three kinds of statement need it, because DataFusion 54 cannot plan them
-//! from the syntax tree it is given:
+//! A statement is this crate's to plan when DataFusion 54 cannot plan it on
+//! Lance tables:
 //!
 //! * `MERGE INTO` on a Lance table (see [`super::merge_into`]);
 //! * `CREATE INDEX` / `DROP INDEX` on a Lance table (see [`super::index`]);
 //! * `ALTER TABLE` on a Lance table (see [`super::alter`]);
+//! * `CREATE TABLE`, `DROP TABLE`, `CREATE SCHEMA`, `DROP SCHEMA` in a Lance
+//!   catalog (see [`crate::catalog`]);
 //! * any statement reading a Lance table as of a version, a tag or a time
-//!   (see [`super::time_travel`]).
+//!   (see [`super::time_travel`]), or naming a table a table function looks
+//!   up while planned (looked up here first).
 //!
-//! Everything else is left to DataFusion untouched (`None`): its own parser
-//! reports its own errors.
+//! Everything else is DataFusion's, planned from the statement parsed here;
+//! text that does not parse is left to DataFusion's parser, which reports
+//! its own errors. [`execute_lance_plan`] runs a plan of either kind.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::common::plan_err;
+use datafusion::dataframe::DataFrame;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{ExplainOption, LogicalPlan, LogicalPlanBuilder};
+use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::{CopyToSource, DFParserBuilder, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
     self, FunctionArg, FunctionArgExpr, ObjectType, Statement, TableFactor, Value, Visit, Visitor,
@@ -28,7 +36,7 @@ use datafusion::sql::sqlparser::dialect::{Dialect, dialect_from_str};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
-use super::alter::plan_alter_table;
+use super::alter::{altered_table, plan_alter_table, run_alter};
 use super::index::plan_index_statement;
 use super::merge_into::{mark_stars, plan_merge_into};
 use super::time_travel::{self, AS_OF_FUNCTION_NAME, PinnedRelations};
@@ -38,26 +46,63 @@ use crate::udtf::{
     FTS_FUNCTION_NAME, HYBRID_SEARCH_FUNCTION_NAME, ROWS_FUNCTION_NAME, VECTOR_SEARCH_FUNCTION_NAME,
 };
 
-/// Plans `sql` when it is a statement DataFusion cannot plan on Lance tables
-/// — `MERGE INTO`, `CREATE INDEX`, `DROP INDEX`, `ALTER TABLE`, or a query with `VERSION AS OF` / `TIMESTAMP AS OF` /
-/// `lance_as_of(...)` — or an `EXPLAIN` of one; `None` for any other SQL,
-/// which [`SessionContext::sql`](datafusion::prelude::SessionContext::sql)
-/// plans as usual. [`crate::LanceSessionContextExt::lance_sql`] and
-/// `lance-sql` run every statement through it.
+/// The plan of the one statement of `sql`: this crate's when it is a
+/// statement DataFusion cannot plan on Lance tables (see the [module
+/// docs](self)), DataFusion's otherwise. The text is parsed once. Run the
+/// plan with [`execute_lance_plan`] (as `lance_sql` does).
 ///
 /// Planning reads (the versions a statement names, the value of a
-/// `TIMESTAMP AS OF` expression) but never writes.
+/// `TIMESTAMP AS OF` expression, catalog listings) but never writes.
+pub async fn plan_sql(state: &SessionState, sql: &str) -> DFResult<LogicalPlan> {
+    Ok(match plan_statement(state, sql).await? {
+        Planned::Ours(plan) | Planned::DataFusions(plan) => *plan,
+    })
+}
+
+/// Plans `sql` when it is a statement DataFusion cannot plan on Lance tables
+/// — `MERGE INTO`, `CREATE INDEX`, `DROP INDEX`, `ALTER TABLE`, catalog DDL,
+/// time travel — or an `EXPLAIN` of one; `None` for any other SQL, which
+/// [`SessionContext::sql`](datafusion::prelude::SessionContext::sql) plans
+/// as usual (other SQL is not parsed here: see [`plan_sql`] for one plan of
+/// any statement).
 pub async fn plan_lance_sql(state: &SessionState, sql: &str) -> DFResult<Option<LogicalPlan>> {
     Ok(match intercept(state, sql, false).await? {
         Intercepted::Ours(plan) => Some(*plan),
-        Intercepted::DataFusions(_) | Intercepted::Unparsed => None,
+        Intercepted::Planned(_) | Intercepted::DataFusions(_) | Intercepted::Unparsed => None,
+    })
+}
+
+/// Who planned a statement.
+pub(crate) enum Planned {
+    /// This crate.
+    Ours(Box<LogicalPlan>),
+    /// DataFusion.
+    DataFusions(Box<LogicalPlan>),
+}
+
+/// [`plan_sql`], saying who planned the statement.
+pub(crate) async fn plan_statement(state: &SessionState, sql: &str) -> DFResult<Planned> {
+    Ok(match intercept(state, sql, true).await? {
+        Intercepted::Ours(plan) => Planned::Ours(plan),
+        Intercepted::Planned(plan) => Planned::DataFusions(plan),
+        Intercepted::DataFusions(statement) => {
+            Planned::DataFusions(Box::new(state.statement_to_plan(*statement).await?))
+        }
+        // DataFusion's parser, for its own errors (or a statement this
+        // crate's extensions parsed, which DataFusion's may not).
+        Intercepted::Unparsed => {
+            Planned::DataFusions(Box::new(state.create_logical_plan(sql).await?))
+        }
     })
 }
 
 /// What [`intercept`] made of a statement.
-pub(crate) enum Intercepted {
+enum Intercepted {
     /// A statement this crate plans, planned.
     Ours(Box<LogicalPlan>),
+    /// DataFusion's statement, already planned by DataFusion here (a
+    /// `CREATE TABLE` outside a Lance catalog).
+    Planned(Box<LogicalPlan>),
     /// Any other statement, parsed exactly as DataFusion parses it (the same
     /// tokens, dialect and recursion limit): DataFusion plans it from here
     /// without parsing the text again.
@@ -66,14 +111,10 @@ pub(crate) enum Intercepted {
     Unparsed,
 }
 
-/// [`plan_lance_sql`]; with `parse_theirs`, also handing back the parsed
-/// statement when it is DataFusion's to plan (otherwise such text is not
-/// parsed here: `Unparsed`).
-pub(crate) async fn intercept(
-    state: &SessionState,
-    sql: &str,
-    parse_theirs: bool,
-) -> DFResult<Intercepted> {
+/// Parses (and, when it is this crate's, plans) the statement of `sql`;
+/// with `parse_theirs`, also parses a statement that cannot be this
+/// crate's (otherwise such text is `Unparsed`).
+async fn intercept(state: &SessionState, sql: &str, parse_theirs: bool) -> DFResult<Intercepted> {
     let (refresh, statement, ours, searches) = {
         let name = state.config_options().sql_parser.dialect;
         let Some(dialect) = dialect_from_str(name) else {
@@ -92,7 +133,7 @@ pub(crate) async fn intercept(
         let statement = if ours {
             parse(tokens, dialect.as_ref(), limit)
         } else if parse_theirs {
-            parse_one(tokens, dialect.as_ref(), limit)
+            parse_one(tokens, dialect.as_ref(), limit).map(|s| (s, true))
         } else {
             None
         };
@@ -101,7 +142,7 @@ pub(crate) async fn intercept(
     if refresh {
         refresh_catalogs_of(state).await?;
     }
-    let Some(statement) = statement else {
+    let Some((statement, plain)) = statement else {
         return Ok(Intercepted::Unparsed);
     };
     if !ours {
@@ -114,7 +155,7 @@ pub(crate) async fn intercept(
         true => Some(prefetch(state, &named_tables(&statement)).await?).filter(|p| !p.is_empty()),
         false => None,
     };
-    let planned = if pinned.is_some() || prefetched.is_some() {
+    if pinned.is_some() || prefetched.is_some() {
         let mut state = state.clone();
         if let Some(pinned) = pinned {
             state.register_relation_planner(Arc::new(pinned))?;
@@ -122,30 +163,46 @@ pub(crate) async fn intercept(
         if let Some(prefetched) = prefetched {
             state.config_mut().set_extension(Arc::new(prefetched));
         }
-        match plan_ours(&state, &statement).await? {
-            Some(plan) => Some(plan),
-            None => Some(state.statement_to_plan(statement).await?),
-        }
-    } else {
-        plan_ours(state, &statement).await?
-    };
-    // A statement that may be ours but is not was parsed with this crate's
-    // extensions: DataFusion parses the text again, for its own errors.
-    Ok(planned.map_or(Intercepted::Unparsed, |plan| {
-        Intercepted::Ours(Box::new(plan))
-    }))
+        // Planned on this state (its pins, its looked-up tables): this
+        // crate's plan either way.
+        let plan = match plan_ours(&state, &statement).await? {
+            Ours::Planned(plan) | Ours::DataFusions(plan) => plan,
+            Ours::No => state.statement_to_plan(statement).await?,
+        };
+        return Ok(Intercepted::Ours(Box::new(plan)));
+    }
+    Ok(match plan_ours(state, &statement).await? {
+        Ours::Planned(plan) => Intercepted::Ours(Box::new(plan)),
+        Ours::DataFusions(plan) => Intercepted::Planned(Box::new(plan)),
+        // Parsed as DataFusion parses it: DataFusion plans it from here.
+        Ours::No if plain => Intercepted::DataFusions(Box::new(statement)),
+        // Parsed with this crate's extensions (a time-travel clause the
+        // dialect does not know): DataFusion parses the text again, for its
+        // own errors.
+        Ours::No => Intercepted::Unparsed,
+    })
+}
+
+/// What [`plan_ours`] made of a statement.
+enum Ours {
+    /// This crate's plan of it.
+    Planned(LogicalPlan),
+    /// DataFusion's plan of it (planned to see whether it is ours).
+    DataFusions(LogicalPlan),
+    /// Not this crate's.
+    No,
 }
 
 /// Plans `statement` when it is `MERGE INTO`, `CREATE INDEX`, `DROP INDEX`
-/// or `ALTER TABLE` on a Lance table, or an `EXPLAIN` of one; `None`
-/// otherwise.
-async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Option<LogicalPlan>> {
+/// or `ALTER TABLE` on a Lance table, catalog DDL in a Lance catalog, or an
+/// `EXPLAIN` of one.
+async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Ours> {
     let (inner, explain) = match statement {
         DFStatement::Explain(explain) => (explain.statement.as_ref(), Some(explain)),
         other => (other, None),
     };
     let DFStatement::Statement(inner) = inner else {
-        return Ok(None);
+        return Ok(Ours::No);
     };
     let plan = match inner.as_ref() {
         Statement::Merge(merge) => plan_merge_into(state, merge).await?,
@@ -160,20 +217,23 @@ async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Op
                 .await?;
             match plan_catalog_ddl(state, &planned).await? {
                 Some(plan) => plan,
-                None => return Ok(None),
+                // DataFusion's plan: it need not be planned again (unless
+                // under EXPLAIN, which DataFusion plans whole).
+                None if explain.is_none() => return Ok(Ours::DataFusions(planned)),
+                None => return Ok(Ours::No),
             }
         }
         alter @ Statement::AlterTable(_) => match plan_alter_table(state, alter).await? {
             Some(plan) => plan,
-            None => return Ok(None),
+            None => return Ok(Ours::No),
         },
         other => match plan_index_statement(state, other).await? {
             Some(plan) => plan,
-            None => return Ok(None),
+            None => return Ok(Ours::No),
         },
     };
     let Some(explain) = explain else {
-        return Ok(Some(plan));
+        return Ok(Ours::Planned(plan));
     };
     let mut option = ExplainOption::default()
         .with_verbose(explain.verbose)
@@ -181,7 +241,7 @@ async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Op
     if let Some(format) = &explain.format {
         option = option.with_format(format.parse()?);
     }
-    Ok(Some(
+    Ok(Ours::Planned(
         LogicalPlanBuilder::from(plan)
             .explain_option_format(option)?
             .build()?,
@@ -277,19 +337,25 @@ fn lists_tables(tokens: &[TokenWithSpan]) -> bool {
 }
 
 /// The one statement `tokens` hold, `MERGE`'s `UPDATE SET *` / `INSERT *`
-/// and time-travel clauses the dialect does not parse included; `None` when they do not parse (DataFusion then reports
-/// the error).
-fn parse(tokens: Vec<TokenWithSpan>, dialect: &dyn Dialect, limit: usize) -> Option<DFStatement> {
-    let tokens = mark_stars(tokens);
-    if let Some(statement) = parse_one(tokens.clone(), dialect, limit) {
-        return Some(statement);
+/// and time-travel clauses the dialect does not parse included, and whether
+/// it was parsed exactly as DataFusion parses it (no extension used); `None`
+/// when they do not parse (DataFusion then reports the error).
+fn parse(
+    tokens: Vec<TokenWithSpan>,
+    dialect: &dyn Dialect,
+    limit: usize,
+) -> Option<(DFStatement, bool)> {
+    let marked = mark_stars(tokens.clone());
+    let plain = marked == tokens;
+    if let Some(statement) = parse_one(marked.clone(), dialect, limit) {
+        return Some((statement, plain));
     }
-    let (kept, clauses) = time_travel::cut(&tokens, dialect)?;
+    let (kept, clauses) = time_travel::cut(&marked, dialect)?;
     if clauses.is_empty() {
         return None;
     }
     let mut statement = parse_one(kept, dialect, limit)?;
-    time_travel::attach(&mut statement, clauses).then_some(statement)
+    time_travel::attach(&mut statement, clauses).then_some((statement, false))
 }
 
 /// The one statement `tokens` hold, parsed as DataFusion's
@@ -310,4 +376,21 @@ fn parse_one(
     (statements.len() == 1)
         .then(|| statements.pop_front())
         .flatten()
+}
+
+/// Executes `plan` (from [`plan_sql`] or [`plan_lance_sql`]) in `ctx`, as
+/// [`SessionContext::execute_logical_plan`] does, except that what changes a
+/// Lance catalog runs here (its namespace is changed, then listed again) and
+/// an `ALTER TABLE` runs now — as DataFusion runs DDL — with the table
+/// registered again with its new schema, so that the next statement sees
+/// it. [`crate::LanceSessionContextExt::lance_sql`] and `lance-sql` run
+/// every plan through it.
+pub async fn execute_lance_plan(ctx: &SessionContext, plan: LogicalPlan) -> DFResult<DataFrame> {
+    if let Some(frame) = crate::catalog::run_catalog_plan(ctx, &plan).await? {
+        return Ok(frame);
+    }
+    match altered_table(&plan) {
+        Some(target) => run_alter(ctx, plan, &target).await,
+        None => ctx.execute_logical_plan(plan).await,
+    }
 }
