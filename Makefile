@@ -22,7 +22,7 @@ run: protoc ## Build, create a demo Lance dataset under target/demo, run example
 build: protoc ## Build the library and the lance-sql CLI
 	$(CARGO) build --bins
 
-test: protoc check-fmt clippy check-lean unit ## Everything CI runs: fmt check, clippy, the lean library, unit + integration tests, sqllogictests
+test: protoc check-fmt clippy check-lean doc unit ## Everything CI runs: fmt check, clippy, the lean library, API docs, unit + integration tests, sqllogictests
 
 test-nightly: protoc s3-server check-fmt clippy ## The big tier: make test with 20 process kills and 2,000 fuzzed predicates
 	DATAFUSION_LANCE_NIGHTLY=1 $(CARGO) test
@@ -53,5 +53,5 @@ slt-complete: protoc ## Regenerate expected output of .slt files (F=... to filte
 bench: protoc ## Release benchmarks; prints the tables quoted in README.md
 	$(CARGO) bench --bench lance
 
-doc: protoc ## API docs, warnings are errors
-	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
+doc: protoc ## API docs of the library, warnings are errors
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --lib

@@ -23,7 +23,8 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::error::DataFusionError;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion_lance::{CacheBudgets, LanceSessionCache, LanceSessionContextExt};
+use datafusion_lance::options::CacheBudgets;
+use datafusion_lance::{LanceSessionCache, LanceSessionContextExt};
 use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType, Runner};
 
 const SCRATCH: &str = "__SCRATCH__";
@@ -169,7 +170,7 @@ async fn context_for(path: &Path, scratch: &Path) -> SessionContext {
     let ctx = datafusion_lance::lance_session_context(config);
     // Each file gets its own Lance session so cache statistics are deterministic.
     ctx.with_lance_session_cache(LanceSessionCache::private(CacheBudgets::from_env()));
-    let ctx = datafusion_lance::enable_lance_url_tables(ctx);
+    let ctx = datafusion_lance::catalogs::enable_lance_url_tables(ctx);
     fixtures::create_all(scratch).await;
     if path.parent().and_then(|p| p.file_name()) == Some("catalog".as_ref()) {
         let root = scratch.join("lake");

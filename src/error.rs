@@ -112,10 +112,57 @@ pub enum Error {
         reason: String,
     },
 
-    /// The statement is valid SQL but cannot run against this table.
+    /// The table, schema, namespace or location named does not exist (a
+    /// missing dataset or version has its own variant).
     #[error("{message}")]
-    Unsupported {
-        /// What is not supported, naming the table or option.
+    NotFound {
+        /// What is missing, naming it.
+        message: String,
+    },
+
+    /// A table, schema or dataset of that name or location already exists.
+    #[error("{message}")]
+    AlreadyExists {
+        /// What exists, naming it.
+        message: String,
+    },
+
+    /// The table is pinned to a version or tag: it can be read, not written.
+    #[error("{message}")]
+    ReadOnly {
+        /// The table and what pins it.
+        message: String,
+    },
+
+    /// Data or a declaration does not match the table: columns, types, keys,
+    /// vector dimensions.
+    #[error("{message}")]
+    SchemaMismatch {
+        /// What differs, naming the table and column.
+        message: String,
+    },
+
+    /// Valid SQL, or a table or catalog feature, that this crate or Lance
+    /// does not support.
+    #[error("{message}")]
+    NotSupported {
+        /// What is not supported, naming the table or clause.
+        message: String,
+    },
+
+    /// An argument that can never be valid: a name, an index type, an empty
+    /// key list.
+    #[error("{message}")]
+    InvalidInput {
+        /// What is wrong, naming the argument.
+        message: String,
+    },
+
+    /// A Lance namespace (a catalog's service or directory) failed or
+    /// answered what the statement cannot use.
+    #[error("{message}")]
+    Namespace {
+        /// The namespace (credentials removed) and what failed.
         message: String,
     },
 
@@ -165,10 +212,80 @@ impl Error {
         }
     }
 
-    /// Shorthand for [`Error::Unsupported`].
-    pub(crate) fn unsupported(message: impl Into<String>) -> Self {
-        Self::Unsupported {
+    /// Shorthand for [`Error::NotFound`].
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
+        Self::NotFound {
             message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::AlreadyExists`].
+    pub(crate) fn already_exists(message: impl Into<String>) -> Self {
+        Self::AlreadyExists {
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::ReadOnly`].
+    pub(crate) fn read_only(message: impl Into<String>) -> Self {
+        Self::ReadOnly {
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::SchemaMismatch`].
+    pub(crate) fn schema_mismatch(message: impl Into<String>) -> Self {
+        Self::SchemaMismatch {
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::NotSupported`].
+    pub(crate) fn not_supported(message: impl Into<String>) -> Self {
+        Self::NotSupported {
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::InvalidInput`].
+    pub(crate) fn invalid_input(message: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for [`Error::Namespace`].
+    pub(crate) fn namespace(message: impl Into<String>) -> Self {
+        Self::Namespace {
+            message: message.into(),
+        }
+    }
+
+    /// This crate's error inside `error`, as a statement run through
+    /// DataFusion returns it (behind `External`, `Context`, `Diagnostic` or
+    /// `Shared`), for a caller to match:
+    ///
+    /// ```
+    /// # async fn demo(ctx: datafusion::prelude::SessionContext) -> datafusion::error::Result<()> {
+    /// use datafusion_lance::Error;
+    /// // Planned at `sql`, refused when it runs.
+    /// let insert = ctx.sql("INSERT INTO pinned VALUES (1)").await?;
+    /// if let Err(e) = insert.collect().await {
+    ///     if let Some(Error::ReadOnly { .. }) = Error::find(&e) {
+    ///         // register the table without 'lance.version' to write it
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn find(error: &DataFusionError) -> Option<&Error> {
+        match error {
+            DataFusionError::External(inner) => inner.downcast_ref::<Error>(),
+            DataFusionError::Context(_, inner) | DataFusionError::Diagnostic(_, inner) => {
+                Self::find(inner)
+            }
+            DataFusionError::Shared(inner) => Self::find(inner),
+            _ => None,
         }
     }
 }
@@ -232,7 +349,6 @@ impl From<Error> for DataFusionError {
             e @ (Error::UnknownOption { .. } | Error::InvalidOption { .. }) => {
                 DataFusionError::Configuration(e.to_string())
             }
-            e @ Error::Unsupported { .. } => DataFusionError::Plan(e.to_string()),
             e => DataFusionError::External(Box::new(e)),
         }
     }

@@ -71,7 +71,7 @@ impl LanceFormatFactory {
     ) -> DFResult<LanceTableOptions> {
         let options = LanceTableOptions::from_options(format_options)?;
         if !options.version.is_latest() {
-            return Err(Error::unsupported(
+            return Err(Error::not_supported(
                 "'lance.version' and 'lance.tag' do not apply to COPY, which creates a new table",
             )
             .into());
@@ -163,7 +163,7 @@ impl FileFormat for LanceFormat {
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let display = redact_uri(&conf.original_url);
         if !conf.table_partition_cols.is_empty() {
-            return Err(Error::unsupported(format!(
+            return Err(Error::not_supported(format!(
                 "COPY TO '{display}' STORED AS LANCE: PARTITIONED BY is not supported"
             ))
             .into());

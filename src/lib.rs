@@ -3,7 +3,7 @@
 pub mod cancel;
 mod catalog;
 pub mod cluster;
-pub mod codec;
+mod codec;
 mod config;
 mod error;
 mod format;
@@ -25,45 +25,76 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
-pub use catalog::{
-    LanceCatalog, LanceUrlTableFactory, NamespaceKind, NamespaceSpec, enable_lance_url_tables,
-    refresh_lance_catalogs, register_lance_catalog,
-};
+// The root: what most programs need. Everything else public has one home,
+// in the modules below (the list is checked by `tests/integration/api.rs`).
+pub use catalog::{LanceCatalog, register_lance_catalog};
 pub use codec::{LanceLogicalCodec, LancePhysicalCodec};
-pub use config::{
-    CacheBudgets, CommitBudget, DEFAULT_COMMIT_MAX_RETRIES, DEFAULT_COMMIT_RETRY_TIMEOUT_MS,
-    DEFAULT_STORAGE_VERSION, FilterPushdown, INDEX_CACHE_ENV, LanceConfig, LanceTableOptions,
-    METADATA_CACHE_ENV, VersionSpec,
-};
+pub use config::{LanceConfig, LanceTableOptions, VersionSpec};
 pub use error::{Error, Result};
-pub use format::{LanceFormat, LanceFormatFactory};
-pub use location::{InvalidLocation, Snapshot, TableLocation, normalize_uri, redact_uri};
-pub use physical_plan::merge_options::{
-    MERGE_FUNCTION_NAME, MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched,
-    WhenNotMatchedBySource,
-};
-pub use physical_plan::{LanceScanExec, LanceSink};
+use functions::*;
 use planner::Planned;
-pub use planner::time_travel::AS_OF_FUNCTION_NAME;
 pub use planner::{
     LanceQueryPlanner, execute_lance_plan, plan_lance_sql, plan_sql, resolve_lance_tables,
 };
-pub use session::{
-    LanceSessionCache, OpenerStats, SHARE_SESSION_ENV, session_sharing_disabled, store_params,
-};
+pub use session::LanceSessionCache;
+use storage::LanceFormatFactory;
 pub use table::{LanceTableProvider, LanceTableProviderBuilder, LanceTableProviderFactory};
-pub use udf::{
-    L2_DISTANCE_FUNCTION_NAME, L2DistanceFunction, SESSION_STATS_FUNCTION_NAME,
-    SessionStatsFunction, scalar_functions,
-};
-pub use udtf::{
-    CACHE_STATS_FUNCTION_NAME, CREATE_INDEX_FUNCTION_NAME, CacheStatsFunction,
-    DROP_INDEX_FUNCTION_NAME, FRAGMENTS_FUNCTION_NAME, FTS_FUNCTION_NAME, FtsFunction,
-    HYBRID_SEARCH_FUNCTION_NAME, HybridSearchFunction, INDICES_FUNCTION_NAME, IndexFunction,
-    MetadataFunction, MetadataKind, OPTIMIZE_FUNCTION_NAME, OptimizeFunction, ROWS_FUNCTION_NAME,
-    RowsFunction, TAG_FUNCTION_NAME, TAGS_FUNCTION_NAME, TagFunction, VACUUM_FUNCTION_NAME,
-    VECTOR_SEARCH_FUNCTION_NAME, VERSIONS_FUNCTION_NAME, VacuumFunction, VectorSearchFunction,
-};
+
+/// The SQL functions this crate registers ([`register_lance`] registers them
+/// all), each with the name SQL calls it by.
+pub mod functions {
+    pub use crate::physical_plan::merge_options::MERGE_FUNCTION_NAME;
+    pub use crate::planner::time_travel::AS_OF_FUNCTION_NAME;
+    pub use crate::udf::{
+        L2_DISTANCE_FUNCTION_NAME, L2DistanceFunction, SESSION_STATS_FUNCTION_NAME,
+        SessionStatsFunction, scalar_functions,
+    };
+    pub use crate::udtf::{
+        CACHE_STATS_FUNCTION_NAME, CREATE_INDEX_FUNCTION_NAME, CacheStatsFunction,
+        DROP_INDEX_FUNCTION_NAME, FRAGMENTS_FUNCTION_NAME, FTS_FUNCTION_NAME, FtsFunction,
+        HYBRID_SEARCH_FUNCTION_NAME, HybridSearchFunction, INDICES_FUNCTION_NAME, IndexFunction,
+        MetadataFunction, MetadataKind, OPTIMIZE_FUNCTION_NAME, OptimizeFunction,
+        ROWS_FUNCTION_NAME, RowsFunction, TAG_FUNCTION_NAME, TAGS_FUNCTION_NAME, TagFunction,
+        VACUUM_FUNCTION_NAME, VECTOR_SEARCH_FUNCTION_NAME, VERSIONS_FUNCTION_NAME, VacuumFunction,
+        VectorSearchFunction,
+    };
+}
+
+/// Settings beside [`LanceConfig`] and [`LanceTableOptions`]: commit budgets,
+/// cache budgets, pushdown, defaults, and the options of a merge.
+pub mod options {
+    pub use crate::config::{
+        CacheBudgets, CommitBudget, DEFAULT_COMMIT_MAX_RETRIES, DEFAULT_COMMIT_RETRY_TIMEOUT_MS,
+        DEFAULT_STORAGE_VERSION, FilterPushdown,
+    };
+    pub use crate::physical_plan::merge_options::{
+        MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched,
+        WhenNotMatchedBySource,
+    };
+}
+
+/// Catalogs beside [`LanceCatalog`]: the namespaces behind them, tables
+/// named by URL, listing again.
+pub mod catalogs {
+    pub use crate::catalog::{
+        LanceUrlTableFactory, NamespaceKind, NamespaceSpec, enable_lance_url_tables,
+        refresh_lance_catalogs,
+    };
+}
+
+/// Where tables live and how they are opened: locations, snapshots, object
+/// store parameters, the shared Lance session's switches, and the `STORED AS
+/// LANCE` format of `COPY`.
+pub mod storage {
+    pub use crate::config::{INDEX_CACHE_ENV, METADATA_CACHE_ENV};
+    pub use crate::format::{LanceFormat, LanceFormatFactory};
+    pub use crate::location::{
+        InvalidLocation, Snapshot, TableLocation, normalize_uri, redact_uri,
+    };
+    pub use crate::session::{
+        OpenerStats, SHARE_SESSION_ENV, session_sharing_disabled, store_params,
+    };
+}
 
 /// The `STORED AS` name of Lance tables.
 pub const LANCE_FORMAT: &str = "LANCE";
@@ -74,7 +105,7 @@ pub const LANCE_FORMAT: &str = "LANCE";
 /// table functions.
 ///
 /// Quoted-path tables (`SELECT * FROM '/data/t.lance'`) need a new context:
-/// see [`enable_lance_url_tables`].
+/// see [`catalogs::enable_lance_url_tables`].
 pub fn register_lance(ctx: &SessionContext) -> Result<()> {
     {
         let state = ctx.state_ref();

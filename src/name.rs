@@ -61,7 +61,7 @@ pub(crate) fn check_new(kind: NameKind, name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::unsupported(format!(
+        Err(Error::invalid_input(format!(
             "{} name '{}' is not allowed: {}",
             kind.noun(),
             name.escape_debug(),

@@ -1,40 +1,30 @@
-//! Live progress of the Lance work running in this process, for command
-//! lines: rows Lance scans have read, rows and fragments written, and the
-//! phase of long maintenance work (index builds, optimize).
+//! Live progress of a statement, for command lines: rows its Lance scans
+//! have read, rows and fragments its writers have written (read from the
+//! DataFusion metrics of its running plan), and the phase of long
+//! maintenance work (index builds, optimize), which Lance reports through no
+//! metric and is process-wide.
 //!
-//! The counters are process-wide, like the shared Lance session: nodes add
-//! to them in `execute`, nothing in a plan refers to them. A
-//! [`ProgressLine`] shows the difference since it started on one terminal
+//! A [`ProgressLine`] shows a [`WatchedPlan`]'s progress on one terminal
 //! line, rewritten in place and erased when the statement ends.
 //!
 //! ```
-//! let start = datafusion_lance::progress::Progress::now();
-//! // ... a statement runs ...
-//! let done = datafusion_lance::progress::Progress::now().since(&start);
-//! assert!(done.render(std::time::Duration::from_secs(3)).starts_with("3.0 s"));
+//! use datafusion_lance::progress::Progress;
+//! let done = Progress { rows_read: 1500, ..Default::default() };
+//! assert_eq!(done.render(std::time::Duration::from_secs(3)), "3.0 s · 1,500 rows read");
 //! ```
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-static ROWS_READ: AtomicU64 = AtomicU64::new(0);
-static ROWS_WRITTEN: AtomicU64 = AtomicU64::new(0);
-static FRAGMENTS_WRITTEN: AtomicU64 = AtomicU64::new(0);
+use datafusion::physical_plan::ExecutionPlan;
+
+/// The names of the write metrics progress reads (on every node that writes
+/// data files: `LanceWriteExec`, `LanceUpdateExec`, `LanceSink`).
+pub(crate) const ROWS_WRITTEN: &str = "rows_written";
+pub(crate) const FRAGMENTS_WRITTEN: &str = "fragments_written";
+
 static PHASE: Mutex<Option<String>> = Mutex::new(None);
-
-pub(crate) fn add_rows_read(rows: usize) {
-    ROWS_READ.fetch_add(rows as u64, Ordering::Relaxed);
-}
-
-pub(crate) fn add_rows_written(rows: usize) {
-    ROWS_WRITTEN.fetch_add(rows as u64, Ordering::Relaxed);
-}
-
-pub(crate) fn add_fragments_written(fragments: usize) {
-    FRAGMENTS_WRITTEN.fetch_add(fragments as u64, Ordering::Relaxed);
-}
 
 /// Names the long step running now (`building index 'idx' of t`) until
 /// dropped.
@@ -53,12 +43,34 @@ impl Drop for Phase {
     }
 }
 
-/// The counters at one moment (or between two, see [`Progress::since`]).
+/// The plan a statement runs, once it is known: a [`ProgressLine`] reads its
+/// metrics.
+#[derive(Default)]
+pub struct WatchedPlan(Mutex<Option<Arc<dyn ExecutionPlan>>>);
+
+impl WatchedPlan {
+    /// Watches `plan` (the statement's physical plan, before it runs).
+    pub fn set(&self, plan: Arc<dyn ExecutionPlan>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(plan);
+    }
+
+    /// The watched plan's progress now (none before a plan is set), with
+    /// the current phase.
+    pub fn progress(&self) -> Progress {
+        let plan = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut progress = plan.map_or_else(Progress::default, |p| Progress::of_plan(p.as_ref()));
+        progress.phase = PHASE.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        progress
+    }
+}
+
+/// What a statement has done so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Progress {
-    /// Rows Lance scans of this crate returned.
+    /// Rows its Lance scans returned.
     pub rows_read: u64,
-    /// Rows handed to Lance writers (`INSERT`, `COPY`, `CREATE TABLE AS`).
+    /// Rows handed to Lance writers (`INSERT`, `COPY`, `CREATE TABLE AS`,
+    /// the new rows of `UPDATE`).
     pub rows_written: u64,
     /// Fragments those writers finished.
     pub fragments_written: u64,
@@ -67,26 +79,14 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// The process's counters now.
-    pub fn now() -> Self {
-        Self {
-            rows_read: ROWS_READ.load(Ordering::Relaxed),
-            rows_written: ROWS_WRITTEN.load(Ordering::Relaxed),
-            fragments_written: FRAGMENTS_WRITTEN.load(Ordering::Relaxed),
-            phase: PHASE.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-        }
-    }
-
-    /// What changed since `start` (the phase is the current one).
-    pub fn since(&self, start: &Progress) -> Self {
-        Self {
-            rows_read: self.rows_read.saturating_sub(start.rows_read),
-            rows_written: self.rows_written.saturating_sub(start.rows_written),
-            fragments_written: self
-                .fragments_written
-                .saturating_sub(start.fragments_written),
-            phase: self.phase.clone(),
-        }
+    /// What `plan` (a running or finished physical plan) has read and
+    /// written so far, from its nodes' metrics: `output_rows` of its Lance
+    /// scans, `rows_written` and `fragments_written` of its writers. No
+    /// phase.
+    pub fn of_plan(plan: &dyn ExecutionPlan) -> Self {
+        let mut progress = Progress::default();
+        add_plan(plan, &mut progress);
+        progress
     }
 
     /// `12.4 s · 1,200,000 rows read · 800,000 rows written · 3 fragments
@@ -110,6 +110,21 @@ impl Progress {
     }
 }
 
+fn add_plan(plan: &dyn ExecutionPlan, progress: &mut Progress) {
+    if let Some(metrics) = plan.metrics() {
+        let sum = |name| metrics.sum_by_name(name).map_or(0, |v| v.as_usize() as u64);
+        if plan.name() == "LanceScanExec" {
+            // (`sum_by_name` skips DataFusion's built-in metrics.)
+            progress.rows_read += metrics.output_rows().unwrap_or(0) as u64;
+        }
+        progress.rows_written += sum(ROWS_WRITTEN);
+        progress.fragments_written += sum(FRAGMENTS_WRITTEN);
+    }
+    for child in plan.children() {
+        add_plan(child.as_ref(), progress);
+    }
+}
+
 fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
@@ -126,8 +141,9 @@ fn thousands(n: u64) -> String {
 const CLEAR: &str = "\r\x1b[2K";
 
 /// A live progress line on a terminal: after `delay` (at once when it is
-/// zero), the statement's progress is written every 250 ms over the same
-/// line; [`finish`] erases it. It runs only while its statement does.
+/// zero), the progress of a [`WatchedPlan`] is written every 250 ms over
+/// the same line; [`finish`] erases it. It runs only while its statement
+/// does.
 ///
 /// The line ticks on a thread of its own, on time: it shows the elapsed time
 /// even while every worker of the runtime is busy (a join that reads
@@ -150,7 +166,7 @@ const TICK: Duration = Duration::from_millis(250);
 
 impl ProgressLine {
     /// Starts the line on `out` (normally stderr, when it is a terminal).
-    pub fn start(out: Box<dyn Write + Send>, delay: Duration) -> Self {
+    pub fn start(out: Box<dyn Write + Send>, delay: Duration, plan: Arc<WatchedPlan>) -> Self {
         let shared = Arc::new((
             Mutex::new(LineState {
                 out,
@@ -159,7 +175,6 @@ impl ProgressLine {
             }),
             Condvar::new(),
         ));
-        let start = Progress::now();
         let started = Instant::now();
         if delay.is_zero() {
             // Shown at once: at least one line, however short the statement.
@@ -167,7 +182,7 @@ impl ProgressLine {
             let _ = write!(
                 state.out,
                 "{CLEAR}{}",
-                start.since(&start).render(Duration::ZERO)
+                plan.progress().render(Duration::ZERO)
             );
             let _ = state.out.flush();
             state.shown = true;
@@ -188,7 +203,7 @@ impl ProgressLine {
                         if state.finished {
                             return;
                         }
-                        let line = Progress::now().since(&start).render(started.elapsed());
+                        let line = plan.progress().render(started.elapsed());
                         let _ = write!(state.out, "{CLEAR}{line}");
                         let _ = state.out.flush();
                         state.shown = true;
@@ -262,13 +277,17 @@ mod tests {
     fn shows_after_the_delay_and_erases_itself() {
         let out = Captured::default();
         // Finished before the delay: nothing is written.
-        let line = ProgressLine::start(Box::new(out.clone()), Duration::from_secs(3600));
+        let line = ProgressLine::start(
+            Box::new(out.clone()),
+            Duration::from_secs(3600),
+            Arc::default(),
+        );
         line.finish();
         assert!(out.0.lock().unwrap().is_empty());
 
         let phase = Phase::enter("optimizing".into());
         // No delay: the first line is written before `start` returns.
-        let line = ProgressLine::start(Box::new(out.clone()), Duration::ZERO);
+        let line = ProgressLine::start(Box::new(out.clone()), Duration::ZERO, Arc::default());
         drop(phase);
         line.finish();
         let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
@@ -284,7 +303,11 @@ mod tests {
     #[test]
     fn ticks_on_its_own_thread() {
         let out = Captured::default();
-        let line = ProgressLine::start(Box::new(out.clone()), Duration::from_millis(1));
+        let line = ProgressLine::start(
+            Box::new(out.clone()),
+            Duration::from_millis(1),
+            Arc::default(),
+        );
         let renders = || {
             let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
             text.matches(" s").count()

@@ -4,7 +4,8 @@
 
 use arrow::array::{Array, Int64Array};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion_lance::{CacheBudgets, LanceSessionCache, LanceSessionContextExt};
+use datafusion_lance::options::CacheBudgets;
+use datafusion_lance::{LanceSessionCache, LanceSessionContextExt};
 use futures::TryStreamExt;
 use lance::Dataset;
 use lance_namespace::LanceNamespace;

@@ -13,7 +13,7 @@ use std::time::Instant;
 use arrow::array::{Float64Array, Int64Array, RecordBatch, RecordBatchIterator, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::datasource::MemTable;
-use datafusion_lance::DEFAULT_STORAGE_VERSION;
+use datafusion_lance::options::DEFAULT_STORAGE_VERSION;
 use lance::Dataset;
 use lance::dataset::{
     DeleteBuilder, MergeInsertBuilder, UpdateBuilder, WhenMatched, WhenNotMatched, WriteMode,

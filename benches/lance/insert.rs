@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use arrow::array::{RecordBatch, RecordBatchIterator};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
-use datafusion_lance::DEFAULT_STORAGE_VERSION;
+use datafusion_lance::options::DEFAULT_STORAGE_VERSION;
 use lance::Dataset;
 use lance::dataset::{InsertBuilder, WriteDestination, WriteMode, WriteParams};
 

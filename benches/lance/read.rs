@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use datafusion::physical_plan::execute_stream;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
-use datafusion_lance::{CacheBudgets, LanceSessionCache, LanceTableProvider, VersionSpec};
+use datafusion_lance::options::CacheBudgets;
+use datafusion_lance::{LanceSessionCache, LanceTableProvider, VersionSpec};
 use futures::{StreamExt, TryStreamExt};
 use lance::Dataset;
 use lance::dataset::builder::DatasetBuilder;
@@ -424,7 +425,7 @@ pub(crate) async fn session_table(args: &Args) {
         "| mode | 24 concurrent cold opens | 24 concurrent cold opens + scans | 1 open + scan |"
     );
     println!("|---|---|---|---|");
-    let normalized = datafusion_lance::normalize_uri(&uri).expect("uri");
+    let normalized = datafusion_lance::storage::normalize_uri(&uri).expect("uri");
     let modes = [Mode::PerOpen, Mode::LanceShared, Mode::Ours];
     let shapes = [(24, false), (24, true), (1, true)];
     // [mode][shape] -> (times, bytes)

@@ -185,7 +185,7 @@ async fn plan_create(
 
 /// `e`, said of `CREATE TABLE full`.
 fn in_statement(full: &str, e: Error) -> datafusion::error::DataFusionError {
-    Error::unsupported(format!("CREATE TABLE {full}: {e}")).into()
+    Error::invalid_input(format!("CREATE TABLE {full}: {e}")).into()
 }
 
 /// How the ids of a REST namespace's tables are joined in the placeholder
@@ -217,7 +217,7 @@ async fn ensure_schema(lake: &Lake, catalog: &str, schema: &str) -> Result<()> {
     };
     match lake.namespace.describe_namespace(request).await {
         Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Err(Error::unsupported(format!(
+        Err(e) if is_not_found(&e) => Err(Error::not_found(format!(
             "schema '{catalog}.{schema}' does not exist; CREATE SCHEMA {catalog}.{schema} first"
         ))),
         Err(e) => Err(lake.spec.error(&format!("looking up schema '{schema}'"), e)),
@@ -343,7 +343,7 @@ async fn create_declared(
                 Err(e) => Err(e),
             }
         }
-        None => Err(Error::unsupported(format!(
+        None => Err(Error::namespace(format!(
             "CREATE TABLE {name}: the Lance namespace at '{}' declared the table without a \
              location",
             lake.spec.display_root()
@@ -394,7 +394,7 @@ async fn drop_table(lake: &Lake, drop: &DropTable, schema: &str, table: &str) ->
         if drop.if_exists {
             return Ok(());
         }
-        return Err(Error::unsupported(format!(
+        return Err(Error::not_found(format!(
             "DROP TABLE {full}: no such table in the Lance namespace at '{}'",
             lake.spec.display_root()
         )));
@@ -445,14 +445,14 @@ async fn create_schema(
         return if if_not_exists {
             Ok(())
         } else {
-            Err(Error::unsupported(format!(
+            Err(Error::not_supported(format!(
                 "CREATE SCHEMA {catalog}.{schema}: it is the root of the Lance namespace and \
                  always exists"
             )))
         };
     }
     check_new(NameKind::Schema, schema)
-        .map_err(|e| Error::unsupported(format!("CREATE SCHEMA {catalog}.{schema}: {e}")))?;
+        .map_err(|e| Error::invalid_input(format!("CREATE SCHEMA {catalog}.{schema}: {e}")))?;
     let request = CreateNamespaceRequest {
         id: Some(lake.namespace_id(schema)),
         ..Default::default()
@@ -475,12 +475,12 @@ async fn drop_schema(
 ) -> Result<()> {
     let full = format!("{catalog}.{schema}");
     if schema == lake.root_schema {
-        return Err(Error::unsupported(format!(
+        return Err(Error::not_supported(format!(
             "DROP SCHEMA {full}: it is the root of the Lance namespace, which cannot be dropped"
         )));
     }
     if cascade {
-        return Err(Error::unsupported(format!(
+        return Err(Error::not_supported(format!(
             "DROP SCHEMA {full} CASCADE is not supported; drop its tables first"
         )));
     }

@@ -85,14 +85,14 @@ impl Lake {
             Err(e) => return Err(self.spec.error(&format!("looking up table '{full}'"), e)),
         };
         if response.managed_versioning == Some(true) {
-            return Err(Error::unsupported(format!(
+            return Err(Error::not_supported(format!(
                 "table '{full}': the Lance namespace at '{}' manages its versions (commits go \
                  through the namespace), which this crate does not support yet",
                 self.spec.display_root()
             )));
         }
         let Some(location) = response.location else {
-            return Err(Error::unsupported(format!(
+            return Err(Error::namespace(format!(
                 "table '{full}': the Lance namespace at '{}' gave no location",
                 self.spec.display_root()
             )));
@@ -184,7 +184,7 @@ impl Lake {
 }
 
 /// A catalog whose schemas and tables are those of a Lance namespace (see
-/// the [module docs](self) and [`register_lance_catalog`]).
+/// [`register_lance_catalog`] and the crate docs' "Catalogs").
 #[derive(Debug)]
 pub struct LanceCatalog {
     pub(crate) lake: Arc<Lake>,

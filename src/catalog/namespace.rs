@@ -63,13 +63,13 @@ impl NamespaceSpec {
         let trimmed = root.trim();
         if let Some(url) = trimmed.strip_prefix(REST_PREFIX) {
             let parsed = url::Url::parse(url).map_err(|e| {
-                Error::unsupported(format!(
+                Error::invalid_input(format!(
                     "Lance REST namespace '{}': not a URL: {e}",
                     redact_uri(url)
                 ))
             })?;
             if !matches!(parsed.scheme(), "http" | "https") {
-                return Err(Error::unsupported(format!(
+                return Err(Error::invalid_input(format!(
                     "Lance REST namespace '{}': the URL must start with rest+http:// or \
                      rest+https://",
                     redact_uri(url)
@@ -149,7 +149,7 @@ impl NamespaceSpec {
 
     /// A namespace error, naming the root.
     pub(crate) fn error(&self, action: &str, e: lance_core::Error) -> Error {
-        Error::unsupported(format!(
+        Error::namespace(format!(
             "Lance namespace '{}': {action} failed: {}",
             self.display_root(),
             crate::error::plain(&e)

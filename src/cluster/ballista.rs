@@ -123,7 +123,10 @@ pub fn executor_config() -> ExecutorProcessConfig {
 fn function_registry() -> BallistaFunctionRegistry {
     let mut registry = BallistaFunctionRegistry::default();
     let defaults = datafusion::execution::SessionStateDefaults::default_scalar_functions();
-    for function in defaults.into_iter().chain(crate::scalar_functions()) {
+    for function in defaults
+        .into_iter()
+        .chain(crate::functions::scalar_functions())
+    {
         registry
             .scalar_functions
             .insert(function.name().to_string(), function);
@@ -171,7 +174,7 @@ pub async fn connect(url: &str, state: SessionState) -> DFResult<SessionContext>
         .build();
     let ctx = SessionContext::remote_with_state(url, state).await?;
     // Ballista's client state keeps only its own scalar functions.
-    for function in crate::scalar_functions() {
+    for function in crate::functions::scalar_functions() {
         ctx.register_udf(function.as_ref().clone());
     }
     Ok(ctx)

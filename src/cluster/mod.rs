@@ -1,5 +1,5 @@
 //! Lance tables on distributed engines. Plans travel as data (see
-//! [`crate::codec`]): a task carries a table's location, version, e_tag and
+//! [`crate::LancePhysicalCodec`]): a task carries a table's location, version, e_tag and
 //! its fragment ids, and every process opens tables through its own
 //! process-level Lance session.
 //!

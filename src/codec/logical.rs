@@ -47,7 +47,7 @@ use crate::udtf::search::vector::{QueryVector, VectorSearch};
 const LANCE_FORMAT_MAGIC: &[u8] = b"datafusion-lance:format:";
 
 /// Encodes and decodes the table providers this crate creates (see the
-/// [module docs](super)); anything else (extension nodes, other providers,
+/// crate docs' "Plans as data"); anything else (extension nodes, other providers,
 /// file formats, functions) goes to the fallback codec: DataFusion's default
 /// one unless [`with_fallback`](Self::with_fallback) names another (an
 /// engine's own, such as Ballista's).

@@ -4,7 +4,7 @@
 //! * [`LancePhysicalCodec`] encodes every Lance physical node: scans
 //!   (location, version and manifest e_tag, fragment ids per partition,
 //!   projection, filter, limit, scanner options), writers, commits,
-//!   `DELETE`, `UPDATE`, merges, `lance_vacuum` and [`crate::LanceSink`]
+//!   `DELETE`, `UPDATE`, merges, `lance_vacuum` and [`crate::physical_plan::LanceSink`]
 //!   inside `DataSinkExec`. Never a dataset handle or a manifest: a decoded
 //!   node opens what it reads through the Lance session of the process that
 //!   runs it, so its size grows with the fragment id lists only.
@@ -32,7 +32,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> datafusion::error::Result<()> {
-//! use datafusion_lance::codec::LancePhysicalCodec;
+//! use datafusion_lance::LancePhysicalCodec;
 //! use datafusion_proto::bytes::{
 //!     physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
 //! };

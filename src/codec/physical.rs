@@ -40,8 +40,8 @@ use crate::physical_plan::{
 };
 use crate::physical_plan::{LanceSearchExec, SearchQuery};
 
-/// Encodes and decodes the Lance physical nodes (see the [module
-/// docs](super)). Compose it with other codecs (e.g. datafusion-proto's
+/// Encodes and decodes the Lance physical nodes (see the crate docs'
+/// "Plans as data"). Compose it with other codecs (e.g. datafusion-proto's
 /// `ComposedPhysicalExtensionCodec`) when plans hold other extension nodes.
 #[derive(Debug, Clone, Default)]
 pub struct LancePhysicalCodec {

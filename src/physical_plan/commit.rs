@@ -8,6 +8,7 @@ use datafusion::common::internal_err;
 use datafusion::common::runtime::JoinSet;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
@@ -39,6 +40,7 @@ pub struct LanceCommitExec {
     target: Arc<WriteTarget>,
     kind: CommitKind,
     properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl fmt::Debug for LanceCommitExec {
@@ -63,6 +65,7 @@ impl LanceCommitExec {
             target,
             kind,
             properties,
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
@@ -113,6 +116,10 @@ impl ExecutionPlan for LanceCommitExec {
         vec![false]
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     fn with_new_children(
         self: Arc<Self>,
         mut children: Vec<Arc<dyn ExecutionPlan>>,
@@ -133,7 +140,8 @@ impl ExecutionPlan for LanceCommitExec {
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
         let inputs = execute_all("LanceCommitExec", &self.input, partition, &context)?;
-        let (target, kind) = (self.target.open(&context), self.kind);
+        let target = self.target.open_metered(&context, &self.metrics, partition);
+        let kind = self.kind;
         let fut = async move {
             let _writing = target.in_flight();
             let mark = match &target.journal {
@@ -152,7 +160,12 @@ impl ExecutionPlan for LanceCommitExec {
                 }
                 target.remove_if_empty().await;
             }
-            count_batch(committed?)
+            let rows = committed?;
+            match kind {
+                CommitKind::Truncate => target.metrics.rows_deleted.add(rows as usize),
+                _ => target.metrics.rows_inserted.add(rows as usize),
+            }
+            count_batch(rows)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             count_schema(),

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use datafusion::common::internal_err;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use lance::dataset::transaction::Operation;
@@ -26,6 +27,7 @@ pub struct LanceDeleteExec {
     input: Arc<dyn ExecutionPlan>,
     target: Arc<WriteTarget>,
     properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl fmt::Debug for LanceDeleteExec {
@@ -44,6 +46,7 @@ impl LanceDeleteExec {
             input,
             target,
             properties,
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
@@ -83,6 +86,10 @@ impl ExecutionPlan for LanceDeleteExec {
         vec![&self.input]
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     fn with_new_children(
         self: Arc<Self>,
         mut children: Vec<Arc<dyn ExecutionPlan>>,
@@ -102,14 +109,16 @@ impl ExecutionPlan for LanceDeleteExec {
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
         let inputs = execute_sources("LanceDeleteExec", &self.input, partition, &context)?;
-        let target = self.target.open(&context);
+        let target = self.target.open_metered(&context, &self.metrics, partition);
         let fut = async move {
             let _writing = target.in_flight();
             let mark = match journal::start(&target).await? {
                 Start::Committed { result, .. } => return count_batch(journal::rows(&result)),
                 Start::Run(mark) => mark,
             };
-            count_batch(journal::marked(mark, delete_rows(&target, inputs)).await?)
+            let rows = journal::marked(mark, delete_rows(&target, inputs)).await?;
+            target.metrics.rows_deleted.add(rows as usize);
+            count_batch(rows)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             count_schema(),

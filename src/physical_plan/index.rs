@@ -58,7 +58,7 @@ impl IndexDefinition {
         method.params(&kept, usize::MAX)?;
         let name = name.into();
         if name.trim().is_empty() {
-            return Err(Error::unsupported("an index needs a name"));
+            return Err(Error::invalid_input("an index needs a name"));
         }
         crate::name::check_new(crate::name::NameKind::Index, &name)?;
         Ok(Self {

@@ -97,7 +97,7 @@ impl IndexMethod {
             .into_iter()
             .find(|m| m.name().eq_ignore_ascii_case(name))
             .ok_or_else(|| {
-                Error::unsupported(format!(
+                Error::invalid_input(format!(
                     "index type '{name}' is not one Lance builds; use one of {}",
                     Self::ALL.map(Self::name).join(", ")
                 ))

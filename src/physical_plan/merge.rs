@@ -16,6 +16,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::{Distribution, PhysicalExpr};
 use datafusion::physical_plan::expressions::Column;
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
@@ -65,6 +66,7 @@ pub struct LanceMergeExec {
     /// The source reads the target table (at the statement's version).
     reads_target: bool,
     properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl fmt::Debug for LanceMergeExec {
@@ -100,6 +102,7 @@ impl LanceMergeExec {
             output,
             reads_target,
             properties,
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
@@ -118,6 +121,7 @@ impl LanceMergeExec {
             output: self.output,
             reads_target: self.reads_target,
             properties: Arc::clone(&self.properties),
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
@@ -188,6 +192,10 @@ impl ExecutionPlan for LanceMergeExec {
         vec![true]
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     fn with_new_children(
         self: Arc<Self>,
         mut children: Vec<Arc<dyn ExecutionPlan>>,
@@ -217,7 +225,7 @@ impl ExecutionPlan for LanceMergeExec {
             .map(|k| source_schema.index_of(k))
             .collect::<Result<Vec<_>, _>>()?;
         let (target, keys, options, output, reads_target) = (
-            self.target.open(&context),
+            self.target.open_metered(&context, &self.metrics, partition),
             self.keys.clone(),
             self.options.clone(),
             self.output,
@@ -243,7 +251,13 @@ impl ExecutionPlan for LanceMergeExec {
                         .await?;
                         run_merge(&target, keys, &options, source, reads_target).await
                     };
-                    journal::marked(mark, merged).await?
+                    let (inserted, updated, deleted, version) =
+                        journal::marked(mark, merged).await?;
+                    let metrics = &target.metrics;
+                    metrics.rows_inserted.add(inserted as usize);
+                    metrics.rows_updated.add(updated as usize);
+                    metrics.rows_deleted.add(deleted as usize);
+                    (inserted, updated, deleted, version)
                 }
             };
             match output {

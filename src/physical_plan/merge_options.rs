@@ -243,7 +243,7 @@ pub(crate) fn check_condition(expr: &Expr, schema: &DFSchema) -> DFResult<()> {
         })
     })?;
     match problem {
-        Some(what) => Err(Error::unsupported(format!(
+        Some(what) => Err(Error::not_supported(format!(
             "merge condition {expr}: {what} cannot be evaluated by Lance's merge-insert"
         ))
         .into()),

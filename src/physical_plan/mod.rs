@@ -1,4 +1,10 @@
-//! Physical plan nodes. One node per file.
+//! Physical plan nodes, one per file, grouped by concern: `reading/`
+//! (scans), `writing/` (writers, the commit node and sink, the write target,
+//! the one commit path, the statement journal, write metrics), `row_level/`
+//! (`DELETE`, `UPDATE`), `merging/` (upserts), `searching/` (vector,
+//! full-text and hybrid search), `maintaining/` (optimize, vacuum, tags),
+//! `ddl/` (`ALTER TABLE`, index changes). Each file keeps its short path
+//! (`physical_plan::commit`, ...).
 //!
 //! Writes have a two-phase shape: [`LanceWriteExec`] writes uncommitted
 //! fragments in every input partition and emits their metadata as rows;
@@ -28,6 +34,7 @@ pub(crate) mod transaction;
 pub(crate) mod update;
 pub(crate) mod vacuum;
 pub(crate) mod write;
+pub(crate) mod write_metrics;
 
 pub use alter::{DEFAULT_METADATA_KEY, LanceAlterExec, NewValues, SchemaChange};
 pub use commit::LanceCommitExec;

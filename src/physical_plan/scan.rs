@@ -423,9 +423,7 @@ impl ExecutionPlan for LanceScanExec {
             .try_flatten()
             .map(move |batch| {
                 let _timer = baseline.elapsed_compute().timer();
-                let batch = conform(batch?, &out_schema)?.record_output(&baseline);
-                crate::progress::add_rows_read(batch.num_rows());
-                Ok(batch)
+                Ok(conform(batch?, &out_schema)?.record_output(&baseline))
             });
         Ok(make_cooperative(Box::pin(RecordBatchStreamAdapter::new(
             schema, stream,

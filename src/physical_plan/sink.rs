@@ -11,11 +11,12 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::datasource::sink::DataSink;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 
 use super::commit::commit_fragments;
 use super::target::{CommitKind, WriteTarget};
-use super::write::write_partition;
+use super::write::{WriteCounts, write_partition};
 
 /// Writes its input stream as Lance fragments, then commits them in ONE
 /// transaction: the same one-version semantics as `INSERT INTO` (nothing is
@@ -28,6 +29,7 @@ use super::write::write_partition;
 pub struct LanceSink {
     target: Arc<WriteTarget>,
     kind: CommitKind,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl fmt::Debug for LanceSink {
@@ -42,7 +44,11 @@ impl fmt::Debug for LanceSink {
 impl LanceSink {
     /// A sink that commits what it writes to `target` as `kind`.
     pub(crate) fn new(target: Arc<WriteTarget>, kind: CommitKind) -> Self {
-        Self { target, kind }
+        Self {
+            target,
+            kind,
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
     }
 
     /// The table written.
@@ -80,19 +86,29 @@ impl DataSink for LanceSink {
         &self.target.schema
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     async fn write_all(
         &self,
         data: SendableRecordBatchStream,
         context: &Arc<TaskContext>,
     ) -> DFResult<u64> {
-        let target = self.target.open(context);
+        let target = self.target.open_metered(context, &self.metrics, 0);
         let _writing = target.in_flight();
-        let committed = match write_partition(data, Arc::clone(&target)).await {
+        let counts = WriteCounts::new(&self.metrics, 0);
+        let committed = match write_partition(data, Arc::clone(&target), &counts).await {
             Ok((rows, fragments)) => commit_fragments(&target, self.kind, rows, fragments).await,
             Err(e) => Err(e),
         };
-        if committed.is_err() && self.kind == CommitKind::Create {
-            target.remove_if_empty().await;
+        match &committed {
+            Ok(rows) if self.kind == CommitKind::Truncate => {
+                target.metrics.rows_deleted.add(*rows as usize)
+            }
+            Ok(rows) => target.metrics.rows_inserted.add(*rows as usize),
+            Err(_) if self.kind == CommitKind::Create => target.remove_if_empty().await,
+            Err(_) => {}
         }
         committed
     }

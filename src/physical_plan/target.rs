@@ -13,6 +13,7 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::expressions::Column;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::{ExecutionPlan, Partitioning, PlanProperties};
 use lance::Dataset;
@@ -20,6 +21,7 @@ use lance_file::version::LanceFileVersion;
 use lance_io::object_store::ObjectStoreParams;
 use lance_table::format::Fragment;
 
+use super::write_metrics::WriteMetrics;
 use crate::config::{CommitBudget, LanceConfig, LanceTableOptions, VersionSpec};
 use crate::error::Error;
 use crate::location::{Snapshot, TableLocation};
@@ -164,6 +166,19 @@ impl WriteTarget {
         self.open_for(context.session_config())
     }
 
+    /// [`Self::open`] for a committing node, whose commit is recorded in
+    /// `metrics` (its partition `partition`).
+    pub(crate) fn open_metered(
+        self: &Arc<Self>,
+        context: &TaskContext,
+        metrics: &ExecutionPlanMetricsSet,
+        partition: usize,
+    ) -> Arc<OpenTarget> {
+        let mut open = Arc::unwrap_or_clone(self.open(context));
+        open.metrics = WriteMetrics::new(metrics, partition);
+        Arc::new(open)
+    }
+
     /// This target in the session `config` belongs to (see [`Self::open`]).
     pub(crate) fn open_for(
         self: &Arc<Self>,
@@ -175,15 +190,19 @@ impl WriteTarget {
             target: Arc::clone(self),
             cache,
             params,
+            metrics: WriteMetrics::unread(),
         })
     }
 }
 
 /// A [`WriteTarget`] in a running task (see [`WriteTarget::open`]).
+#[derive(Clone)]
 pub(crate) struct OpenTarget {
     target: Arc<WriteTarget>,
     pub(crate) cache: Arc<LanceSessionCache>,
     pub(crate) params: ObjectStoreParams,
+    /// Where the commit is recorded (see [`WriteTarget::open_metered`]).
+    pub(crate) metrics: WriteMetrics,
 }
 
 impl std::ops::Deref for OpenTarget {

@@ -141,6 +141,14 @@ impl OpenTarget {
             Some(base) => WriteDestination::Dataset(Arc::clone(base)),
             None => WriteDestination::Uri(&self.location.uri),
         };
+        // Other writers' commits count from the version the statement
+        // planned against, not the attempt's base (a retry reads again).
+        let read_version = match &self.read {
+            Some(snapshot) => snapshot.version,
+            None => base.as_ref().map_or(0, |b| b.version_id()),
+        };
+        let _timer = self.metrics.commit_time.timer();
+        self.metrics.commit_attempts.add(1);
         let mut builder = self.commit_builder(dest);
         if base.is_none() {
             builder = builder
@@ -153,6 +161,12 @@ impl OpenTarget {
         match builder.execute(transaction).await {
             Ok(committed) => {
                 let committed = Arc::new(committed);
+                self.metrics.committed(
+                    &new_fragments,
+                    &updated_fragments,
+                    read_version,
+                    committed.version_id(),
+                );
                 self.note_committed(Arc::clone(&committed));
                 // Committed: the statement's files are referenced now. (After
                 // a failure its marks are left to lapse: the engine may run
@@ -215,7 +229,7 @@ impl OpenTarget {
 pub(crate) async fn ensure_absent(target: &OpenTarget) -> DFResult<()> {
     match target.latest().await {
         Err(Error::DatasetNotFound { .. }) => Ok(()),
-        Ok(_) => Err(Error::unsupported(format!(
+        Ok(_) => Err(Error::already_exists(format!(
             "a Lance dataset already exists at '{}'; use INSERT INTO or INSERT OVERWRITE",
             target.display_uri()
         ))
@@ -283,7 +297,7 @@ fn create_error(target: &OpenTarget, e: lance::Error) -> DataFusionError {
         | lance::Error::CommitConflict { .. }
         | lance::Error::IncompatibleTransaction { .. }
         | lance::Error::RetryableCommitConflict { .. }
-        | lance::Error::TooMuchWriteContention { .. } => Error::unsupported(format!(
+        | lance::Error::TooMuchWriteContention { .. } => Error::already_exists(format!(
             "a Lance dataset was created at '{}' concurrently; nothing was written",
             target.display_uri()
         ))

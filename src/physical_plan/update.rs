@@ -9,6 +9,7 @@ use datafusion::common::internal_err;
 use datafusion::common::runtime::JoinSet;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::StreamExt;
@@ -23,7 +24,7 @@ use super::target::{
     one_row_properties, write_error,
 };
 use super::transaction::Commit;
-use super::write::write_partition;
+use super::write::{WriteCounts, write_partition};
 
 /// `UPDATE`: its input yields, for every updated row, the new values of all
 /// table columns followed by the old row's `_rowaddr`. The new rows are
@@ -34,6 +35,7 @@ pub struct LanceUpdateExec {
     input: Arc<dyn ExecutionPlan>,
     target: Arc<WriteTarget>,
     properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl fmt::Debug for LanceUpdateExec {
@@ -60,6 +62,7 @@ impl LanceUpdateExec {
             input,
             target,
             properties,
+            metrics: ExecutionPlanMetricsSet::new(),
         })
     }
 
@@ -70,6 +73,7 @@ impl LanceUpdateExec {
             input: Arc::clone(&self.input),
             target,
             properties: Arc::clone(&self.properties),
+            metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
@@ -103,6 +107,10 @@ impl ExecutionPlan for LanceUpdateExec {
         vec![&self.input]
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     fn with_new_children(
         self: Arc<Self>,
         mut children: Vec<Arc<dyn ExecutionPlan>>,
@@ -122,14 +130,17 @@ impl ExecutionPlan for LanceUpdateExec {
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
         let inputs = execute_sources("LanceUpdateExec", &self.input, partition, &context)?;
-        let target = self.target.open(&context);
+        let target = self.target.open_metered(&context, &self.metrics, partition);
+        let counts = WriteCounts::new(&self.metrics, partition);
         let fut = async move {
             let _writing = target.in_flight();
             let mark = match journal::start(&target).await? {
                 Start::Committed { result, .. } => return count_batch(journal::rows(&result)),
                 Start::Run(mark) => mark,
             };
-            count_batch(journal::marked(mark, update_rows(&target, inputs)).await?)
+            let rows = journal::marked(mark, update_rows(&target, inputs, &counts)).await?;
+            target.metrics.rows_updated.add(rows as usize);
+            count_batch(rows)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             count_schema(),
@@ -142,8 +153,9 @@ impl ExecutionPlan for LanceUpdateExec {
 async fn update_rows(
     target: &Arc<OpenTarget>,
     inputs: Vec<SendableRecordBatchStream>,
+    counts: &WriteCounts,
 ) -> DFResult<u64> {
-    let (addresses, fragments) = rewrite_rows(inputs, target).await?;
+    let (addresses, fragments) = rewrite_rows(inputs, target, counts).await?;
     if addresses.is_empty() {
         target.remove_files(&fragments).await;
         return Ok(0);
@@ -157,11 +169,13 @@ async fn update_rows(
 async fn rewrite_rows(
     inputs: Vec<SendableRecordBatchStream>,
     target: &Arc<OpenTarget>,
+    counts: &WriteCounts,
 ) -> DFResult<(RoaringTreemap, Vec<Fragment>)> {
     let columns = target.schema.fields().len();
     let mut writers = JoinSet::new();
     for input in inputs {
         let target = Arc::clone(target);
+        let counts = counts.clone();
         writers.spawn(async move {
             let addresses = Arc::new(Mutex::new(RoaringTreemap::new()));
             let seen = Arc::clone(&addresses);
@@ -179,7 +193,7 @@ async fn rewrite_rows(
                 Arc::clone(&target.schema),
                 rows,
             ));
-            let (_, fragments) = write_partition(rows, Arc::clone(&target)).await?;
+            let (_, fragments) = write_partition(rows, Arc::clone(&target), &counts).await?;
             let addresses =
                 std::mem::take(&mut *addresses.lock().unwrap_or_else(|p| p.into_inner()));
             Ok((addresses, fragments))

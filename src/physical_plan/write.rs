@@ -11,7 +11,9 @@ use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
@@ -22,6 +24,7 @@ use lance::dataset::transaction::Operation;
 use lance::dataset::{InsertBuilder, WriteDestination, WriteMode, WriteParams};
 
 use super::target::{OpenTarget, WriteTarget, encode_fragments, fragments_schema, write_error};
+use crate::progress::{FRAGMENTS_WRITTEN, ROWS_WRITTEN};
 
 /// Writes every input partition as uncommitted Lance fragments (in parallel:
 /// one writer per partition) and emits one row per partition with the
@@ -129,6 +132,7 @@ impl ExecutionPlan for LanceWriteExec {
         let input = self.input.execute(partition, Arc::clone(&context))?;
         let input = crate::cancel::cancellable(input, &context);
         let rows_written = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let counts = WriteCounts::new(&self.metrics, partition);
         let fut = async move {
             // Its files are kept from `lance_vacuum` in this process while it
             // writes (the commit node registers the statement again).
@@ -138,7 +142,7 @@ impl ExecutionPlan for LanceWriteExec {
                 Some(statement) => Some(super::journal::begin(&target, statement).await?),
                 None => None,
             };
-            let written = write_partition(input, target).await;
+            let written = write_partition(input, target, &counts).await;
             let (rows, fragments) = match (written, mark) {
                 // The marker stays (no longer refreshed) with the fragments
                 // recorded: the commit removes it.
@@ -155,7 +159,6 @@ impl ExecutionPlan for LanceWriteExec {
                 (Err(e), None) => return Err(e),
             };
             rows_written.add(rows as usize);
-            crate::progress::add_fragments_written(fragments.len());
             encode_fragments(rows, &fragments)
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
@@ -209,10 +212,28 @@ fn explain_input_error(e: DataFusionError, target: &WriteTarget) -> DataFusionEr
     ))
 }
 
+/// What a writer has written so far (read live by a progress line, see
+/// [`crate::progress`]).
+#[derive(Clone)]
+pub(crate) struct WriteCounts {
+    rows: Count,
+    fragments: Count,
+}
+
+impl WriteCounts {
+    pub(crate) fn new(metrics: &ExecutionPlanMetricsSet, partition: usize) -> Self {
+        Self {
+            rows: MetricBuilder::new(metrics).counter(ROWS_WRITTEN, partition),
+            fragments: MetricBuilder::new(metrics).counter(FRAGMENTS_WRITTEN, partition),
+        }
+    }
+}
+
 /// Writes one partition; returns rows written and the uncommitted fragments.
 pub(crate) async fn write_partition(
     mut input: SendableRecordBatchStream,
     target: Arc<OpenTarget>,
+    counts: &WriteCounts,
 ) -> DFResult<(u64, Vec<lance_table::format::Fragment>)> {
     // An empty partition writes nothing (and does not touch the store).
     let first = match input.next().await {
@@ -220,7 +241,7 @@ pub(crate) async fn write_partition(
         Some(batch) => batch.map_err(|e| explain_input_error(e, &target))?,
     };
     check_batch(&first, &target)?;
-    crate::progress::add_rows_written(first.num_rows());
+    counts.rows.add(first.num_rows());
 
     // The first error of the input, kept so the statement fails with it rather
     // than with Lance's wrapper.
@@ -228,6 +249,7 @@ pub(crate) async fn write_partition(
     let rows = Arc::new(std::sync::atomic::AtomicU64::new(first.num_rows() as u64));
     let stream = {
         let (input_error, rows) = (Arc::clone(&input_error), Arc::clone(&rows));
+        let written = counts.rows.clone();
         let target = Arc::clone(&target);
         futures::stream::once(async move { Ok(first) }).chain(input.map(move |batch| {
             let batch = batch
@@ -236,7 +258,7 @@ pub(crate) async fn write_partition(
             match &batch {
                 Ok(b) => {
                     rows.fetch_add(b.num_rows() as u64, std::sync::atomic::Ordering::Relaxed);
-                    crate::progress::add_rows_written(b.num_rows());
+                    written.add(b.num_rows());
                 }
                 Err(e) => {
                     let mut slot = input_error.lock().unwrap_or_else(|p| p.into_inner());
@@ -290,5 +312,6 @@ pub(crate) async fn write_partition(
             return internal_err!("unexpected Lance write operation {other}");
         }
     };
+    counts.fragments.add(fragments.len());
     Ok((rows.load(std::sync::atomic::Ordering::Relaxed), fragments))
 }

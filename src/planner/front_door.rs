@@ -47,8 +47,8 @@ use crate::udtf::{
 };
 
 /// The plan of the one statement of `sql`: this crate's when it is a
-/// statement DataFusion cannot plan on Lance tables (see the [module
-/// docs](self)), DataFusion's otherwise. The text is parsed once. Run the
+/// statement DataFusion cannot plan on Lance tables (`MERGE INTO`, index
+/// DDL, `ALTER TABLE`, time travel, DDL in a Lance catalog), DataFusion's otherwise. The text is parsed once. Run the
 /// plan with [`execute_lance_plan`] (as `lance_sql` does).
 ///
 /// Planning reads (the versions a statement names, the value of a

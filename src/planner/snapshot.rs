@@ -79,7 +79,7 @@ impl QueryPlanner for LanceQueryPlanner {
 /// column reads from the index (see the README, "Vector distances").
 ///
 /// Call it on a logical plan before encoding it for another process (see
-/// [`crate::codec`]): the decoded plan then reads exactly these versions and
+/// [`crate::LanceLogicalCodec`]): the decoded plan then reads exactly these versions and
 /// needs no catalog. Resolving a resolved plan changes nothing.
 pub async fn resolve_lance_tables(
     plan: LogicalPlan,

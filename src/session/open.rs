@@ -70,7 +70,7 @@ impl LanceSessionCache {
 
     /// Opens `uri` at `version` through this cache.
     ///
-    /// `uri` must already be normalised ([`crate::normalize_uri`]).
+    /// `uri` must already be normalised ([`crate::storage::normalize_uri`]).
     pub async fn open(
         &self,
         uri: &str,
@@ -130,7 +130,7 @@ impl LanceSessionCache {
                     }
                 };
                 if let Some(branch) = contents.branch {
-                    return Err(Error::unsupported(format!(
+                    return Err(Error::not_supported(format!(
                         "tag '{tag}' of the Lance dataset at '{}' points to branch '{branch}'; \
                          only tags of the main branch can be read",
                         redact_uri(uri)

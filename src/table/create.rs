@@ -52,7 +52,7 @@ pub(crate) fn table_schema(table: &str, declared: &Schema, key: &[usize]) -> Res
     for (position, &i) in key.iter().enumerate() {
         let field = &fields[i];
         if field.is_nullable() {
-            return Err(Error::unsupported(format!(
+            return Err(Error::invalid_input(format!(
                 "table '{table}': primary key column '{}' must be NOT NULL",
                 field.name()
             )));
@@ -67,7 +67,7 @@ pub(crate) fn table_schema(table: &str, declared: &Schema, key: &[usize]) -> Res
                     | DataType::Boolean
             )
         {
-            return Err(Error::unsupported(format!(
+            return Err(Error::not_supported(format!(
                 "table '{table}': primary key column '{}' has type {}, which Lance cannot key on",
                 field.name(),
                 field.data_type()

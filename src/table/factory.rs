@@ -51,19 +51,19 @@ impl TableProviderFactory for LanceTableProviderFactory {
         let name = cmd.name.to_string();
         let options = LanceTableOptions::from_options(&cmd.options)?;
         if !cmd.table_partition_cols.is_empty() {
-            return Err(Error::unsupported(format!(
+            return Err(Error::not_supported(format!(
                 "table '{name}': PARTITIONED BY is not supported for Lance tables"
             ))
             .into());
         }
         if !cmd.order_exprs.is_empty() {
-            return Err(Error::unsupported(format!(
+            return Err(Error::not_supported(format!(
                 "table '{name}': WITH ORDER is not supported for Lance tables"
             ))
             .into());
         }
         if cmd.unbounded {
-            return Err(Error::unsupported(format!(
+            return Err(Error::not_supported(format!(
                 "table '{name}': Lance tables are bounded; UNBOUNDED is not supported"
             ))
             .into());
@@ -122,7 +122,7 @@ impl TableProviderFactory for LanceTableProviderFactory {
                 })
                 .unwrap_or_default();
             if !key.is_empty() && key != existing_key {
-                return Err(Error::unsupported(format!(
+                return Err(Error::schema_mismatch(format!(
                     "table '{name}': the declared PRIMARY KEY does not match the Lance dataset's \
                      primary key ({})",
                     describe_key(provider.schema().as_ref(), &existing_key)
@@ -141,7 +141,7 @@ fn primary_key(table: &str, constraints: &Constraints) -> Result<Vec<usize>, Err
         match c {
             Constraint::PrimaryKey(k) => key = k.clone(),
             Constraint::Unique(_) => {
-                return Err(Error::unsupported(format!(
+                return Err(Error::not_supported(format!(
                     "table '{table}': UNIQUE constraints are not supported for Lance tables \
                      (PRIMARY KEY is recorded as Lance's unenforced primary key)"
                 )));
@@ -212,7 +212,7 @@ fn check_declared_schema(table: &str, declared: &Schema, actual: &Schema) -> Res
     if matches {
         Ok(())
     } else {
-        Err(Error::unsupported(format!(
+        Err(Error::schema_mismatch(format!(
             "table '{table}': declared columns ({}) do not match the Lance dataset's columns ({})",
             describe(declared),
             describe(actual)

@@ -106,7 +106,7 @@ pub(crate) fn registered_now(
         return Ok(table.clone());
     }
     let needs_io = || {
-        Error::unsupported(format!(
+        Error::not_supported(format!(
             "finding '{full}' needs I/O (catalog '{}' looks its tables up); a table function \
              can name it in statements run through lance_sql (LanceSessionContextExt) or \
              lance-sql, which look it up before planning",
@@ -123,7 +123,7 @@ pub(crate) fn registered_now(
     // A catalog that has the table at hand answers at once; one that would
     // wait for I/O is not waited for.
     match registered_lance_table(state, reference).now_or_never() {
-        Some(found) => found.map_err(|e| Error::unsupported(e.to_string())),
+        Some(found) => found.map_err(Error::from),
         None => Err(needs_io()),
     }
 }
@@ -137,7 +137,7 @@ pub(crate) async fn lance_table(
 ) -> Result<Arc<LanceTableProvider>> {
     match registered_lance_table(state, reference).await {
         Ok(Some(table)) => Ok(table),
-        _ => Err(Error::unsupported(format!(
+        _ => Err(Error::not_found(format!(
             "{what}: '{reference}' is not a registered Lance table"
         ))),
     }
@@ -166,7 +166,7 @@ pub(crate) async fn table_or_location(
         .await
     {
         Ok(_) => Ok(location),
-        Err(Error::DatasetNotFound { .. }) => Err(Error::unsupported(format!(
+        Err(Error::DatasetNotFound { .. }) => Err(Error::not_found(format!(
             "'{}' is neither a Lance table nor a Lance dataset location",
             redact_uri(target)
         ))

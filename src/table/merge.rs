@@ -138,7 +138,7 @@ impl Statement for LanceMerge {
     async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
         let target = self.resolve_target(state).await?;
         let Some(session) = state.as_any().downcast_ref::<SessionState>() else {
-            return Err(Error::unsupported(format!(
+            return Err(Error::not_supported(format!(
                 "{MERGE_FUNCTION_NAME}: needs a DataFusion SessionState"
             ))
             .into());
@@ -187,24 +187,24 @@ fn conform_source(
     options: &MergeOptions,
 ) -> Result<Arc<dyn ExecutionPlan>> {
     if keys.is_empty() {
-        return Err(Error::unsupported(format!(
+        return Err(Error::invalid_input(format!(
             "merge into '{table}': at least one key column is required"
         )));
     }
     let source_schema = source.schema();
     for key in keys {
         let Ok(column) = schema.field_with_name(key) else {
-            return Err(Error::unsupported(format!(
+            return Err(Error::schema_mismatch(format!(
                 "merge into '{table}': key column '{key}' is not a column of the table"
             )));
         };
         let Ok(given) = source_schema.field_with_name(key) else {
-            return Err(Error::unsupported(format!(
+            return Err(Error::schema_mismatch(format!(
                 "merge into '{table}': the source has no key column '{key}'"
             )));
         };
         if storable_type(given.data_type()) != *column.data_type() {
-            return Err(Error::unsupported(format!(
+            return Err(Error::schema_mismatch(format!(
                 "merge into '{table}': key column '{key}' is {} in the source but {} in the table",
                 given.data_type(),
                 column.data_type()
@@ -214,7 +214,7 @@ fn conform_source(
     let mut exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = Vec::new();
     for (i, field) in source_schema.fields().iter().enumerate() {
         let Ok(column) = schema.field_with_name(field.name()) else {
-            return Err(Error::unsupported(format!(
+            return Err(Error::schema_mismatch(format!(
                 "merge into '{table}': the source column '{}' is not a column of the table",
                 field.name()
             )));
@@ -235,7 +235,7 @@ fn conform_source(
             .map(|f| f.name().as_str())
             .collect();
         if !missing.is_empty() {
-            return Err(Error::unsupported(format!(
+            return Err(Error::schema_mismatch(format!(
                 "merge into '{table}': the source lacks NOT NULL column(s) {} which inserted \
                  rows need (or use 'when_not_matched=do_nothing')",
                 missing.join(", ")

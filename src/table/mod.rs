@@ -345,7 +345,7 @@ impl LanceTableProvider {
     }
 
     fn dml_needs_registration(&self, statement: &str) -> datafusion::error::DataFusionError {
-        Error::unsupported(format!(
+        Error::not_supported(format!(
             "{statement} on Lance table '{}' needs a session set up with \
              datafusion_lance::register_lance (it plans row-level statements so that \
              subqueries and constant WHERE clauses select exactly the right rows)",
@@ -452,7 +452,7 @@ impl LanceTableProvider {
             match current.field_with_name(name) {
                 Ok(field) if field.data_type().equals_datatype(registered.data_type()) => {}
                 Ok(field) => {
-                    return Err(Error::unsupported(format!(
+                    return Err(Error::schema_mismatch(format!(
                         "column '{name}' of Lance table '{}' is {} at version {} but was registered as {}; re-register the table",
                         self.location.display_uri,
                         field.data_type(),
@@ -461,7 +461,7 @@ impl LanceTableProvider {
                     )));
                 }
                 Err(_) => {
-                    return Err(Error::unsupported(format!(
+                    return Err(Error::schema_mismatch(format!(
                         "column '{name}' no longer exists in Lance table '{}' at version {}; re-register the table",
                         self.location.display_uri,
                         dataset.version_id()

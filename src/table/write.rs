@@ -20,7 +20,7 @@ impl LanceTableProvider {
     /// latest version as this query sees it. Pinned tables are read-only.
     pub(crate) async fn write_target(&self, state: &dyn Session) -> Result<Arc<WriteTarget>> {
         if !self.version.is_latest() {
-            return Err(Error::unsupported(format!(
+            return Err(Error::read_only(format!(
                 "table '{}' is pinned to {} and is read-only; register the table without \
                  'lance.version'/'lance.tag' to write to it",
                 self.name, self.version
@@ -54,7 +54,7 @@ impl LanceTableProvider {
             InsertOp::Overwrite => CommitKind::Overwrite,
             InsertOp::Replace => {
                 let keys = self.primary_key_names().ok_or_else(|| {
-                    Error::unsupported(format!(
+                    Error::not_supported(format!(
                         "INSERT OR REPLACE into '{}' needs a primary key; declare one with \
                          PRIMARY KEY when creating the table, or use lance_merge(...) with \
                          explicit key columns",
@@ -88,7 +88,7 @@ impl LanceTableProvider {
             InsertOp::Append => CommitKind::Append,
             InsertOp::Overwrite => CommitKind::Overwrite,
             InsertOp::Replace => {
-                return Err(Error::unsupported(format!(
+                return Err(Error::not_supported(format!(
                     "a data sink cannot upsert into '{}'; use INSERT OR REPLACE or \
                      lance_merge(...)",
                     self.name

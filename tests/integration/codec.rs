@@ -16,16 +16,18 @@ use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::expressions::Column;
 use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
 use datafusion::prelude::SessionContext;
+use datafusion_lance::options::{MergeOptions, MergeOutput};
 use datafusion_lance::physical_plan::{
     CommitKind, GroupRows, IndexChange, LanceCommitExec, LanceDeleteExec, LanceIndexExec,
-    LanceMergeExec, LanceOptimizeExec, LanceTagExec, LanceUpdateExec, LanceVacuumExec,
-    LanceWriteExec, OptimizeOptions, ScanOptions, ScanParts, TagChange, VacuumOptions, WriteTarget,
+    LanceMergeExec, LanceOptimizeExec, LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec,
+    LanceVacuumExec, LanceWriteExec, OptimizeOptions, ScanOptions, ScanParts, TagChange,
+    VacuumOptions, WriteTarget,
 };
+use datafusion_lance::storage::{Snapshot, TableLocation};
 use datafusion_lance::{
-    LanceLogicalCodec, LancePhysicalCodec, LanceScanExec, LanceSessionContextExt, LanceSink,
-    LanceTableProvider, MergeOptions, MergeOutput, resolve_lance_tables,
+    LanceLogicalCodec, LancePhysicalCodec, LanceSessionContextExt, LanceTableProvider,
+    resolve_lance_tables,
 };
-use datafusion_lance::{Snapshot, TableLocation};
 use datafusion_proto::bytes::{
     logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
     physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
@@ -200,7 +202,7 @@ async fn every_physical_node_runs_the_same_after_a_round_trip() {
     // The copies are alike too.
     let copy = |x: &str| format!("SELECT * FROM '{}/copy_{x}.lance'", t.dir.path().display());
     let ctx = datafusion_lance::lance_session_context(Default::default());
-    let ctx = datafusion_lance::enable_lance_url_tables(ctx);
+    let ctx = datafusion_lance::catalogs::enable_lance_url_tables(ctx);
     assert_eq!(
         sorted_rows(&ctx.sql(&copy("a")).await.unwrap().collect().await.unwrap()),
         sorted_rows(&ctx.sql(&copy("b")).await.unwrap().collect().await.unwrap()),

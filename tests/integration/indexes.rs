@@ -234,8 +234,8 @@ async fn every_index_type_is_the_index_lance_builds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_text_search_answers_like_lance() {
     use datafusion::physical_plan::collect;
+    use datafusion_lance::LancePhysicalCodec;
     use datafusion_lance::LanceSessionContextExt;
-    use datafusion_lance::codec::LancePhysicalCodec;
     use datafusion_proto::bytes::{
         physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
     };

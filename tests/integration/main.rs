@@ -8,6 +8,7 @@ mod fixtures;
 mod support;
 
 mod alter;
+mod api;
 mod catalog;
 mod cli;
 mod cluster;

@@ -11,9 +11,9 @@ use tokio::sync::Barrier;
 use crate::fixtures::{numbers_batch, params, write};
 use crate::support::{context, dataset_path, ints, private_cache};
 use datafusion_lance::VersionSpec;
-use datafusion_lance::normalize_uri;
+use datafusion_lance::storage::normalize_uri;
+use datafusion_lance::storage::{session_sharing_disabled, store_params};
 use datafusion_lance::{LanceSessionCache, LanceTableProvider};
-use datafusion_lance::{session_sharing_disabled, store_params};
 
 async fn register(ctx: &SessionContext, uri: &str) {
     ctx.sql(&format!(

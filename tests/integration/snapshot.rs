@@ -7,7 +7,8 @@ use datafusion::physical_plan::{
     ExecutionPlan, ExecutionPlanProperties, collect, execute_stream_partitioned,
 };
 use datafusion::prelude::SessionContext;
-use datafusion_lance::{LanceScanExec, LanceTableProvider};
+use datafusion_lance::LanceTableProvider;
+use datafusion_lance::physical_plan::LanceScanExec;
 use futures::TryStreamExt;
 use lance::dataset::WriteMode;
 

@@ -479,8 +479,8 @@ async fn assert_round_trips(
     statement: &str,
 ) {
     use datafusion::physical_plan::{collect, displayable};
-    use datafusion_lance::codec::{LanceLogicalCodec, LancePhysicalCodec};
     use datafusion_lance::physical_plan::LanceSearchExec;
+    use datafusion_lance::{LanceLogicalCodec, LancePhysicalCodec};
     use datafusion_lance::{LanceSessionContextExt, resolve_lance_tables};
     use datafusion_proto::bytes::{
         logical_plan_to_bytes_with_extension_codec, physical_plan_from_bytes_with_extension_codec,

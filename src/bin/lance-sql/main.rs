@@ -252,7 +252,7 @@ async fn main_inner() -> Result<Outcome> {
         Some(url) => datafusion_lance::cluster::ballista::connect(url, ctx.state()).await?,
         None => ctx,
     };
-    let ctx = datafusion_lance::enable_lance_url_tables(ctx);
+    let ctx = datafusion_lance::catalogs::enable_lance_url_tables(ctx);
     ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
         Arc::clone(ctx.state().catalog_list()),
         ctx.state_weak_ref(),

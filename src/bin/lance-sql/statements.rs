@@ -12,13 +12,13 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::error::Result;
 use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{SendableRecordBatchStream, execute_stream};
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream, execute_stream};
 use datafusion::prelude::SessionContext;
 use datafusion_cli::exec;
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
 use datafusion_lance::cancel::{self, Cancellation};
-use datafusion_lance::progress::ProgressLine;
+use datafusion_lance::progress::{ProgressLine, WatchedPlan};
 use futures::StreamExt;
 
 use crate::interrupt::Interrupts;
@@ -59,18 +59,23 @@ pub(crate) fn set_progress(mode: ProgressMode) {
     let _ = PROGRESS.set(on.then_some(delay));
 }
 
-/// The progress line of one statement, taken down before its first output.
+/// The progress line of one statement, taken down before its first output,
+/// and the plan whose metrics it shows.
 #[derive(Clone)]
-struct Progress(Arc<Mutex<Option<ProgressLine>>>);
+struct Progress(Arc<Mutex<Option<ProgressLine>>>, Arc<WatchedPlan>);
 
 impl Progress {
     fn start() -> Self {
-        let line = PROGRESS
-            .get()
-            .copied()
-            .flatten()
-            .map(|delay| ProgressLine::start(Box::new(std::io::stderr()), delay));
-        Self(Arc::new(Mutex::new(line)))
+        let plan = Arc::new(WatchedPlan::default());
+        let line = PROGRESS.get().copied().flatten().map(|delay| {
+            ProgressLine::start(Box::new(std::io::stderr()), delay, Arc::clone(&plan))
+        });
+        Self(Arc::new(Mutex::new(line)), plan)
+    }
+
+    /// Shows the progress of `plan` (the statement's, about to run).
+    fn watch(&self, plan: &Arc<dyn ExecutionPlan>) {
+        self.1.set(Arc::clone(plan));
     }
 
     /// Erases the line (for good).
@@ -211,6 +216,7 @@ impl Runner {
         let task_ctx = Arc::new(df.task_ctx());
         let physical = df.create_physical_plan().await?;
         writes.store(cancel::writes(&physical), Ordering::SeqCst);
+        progress.watch(&physical);
         let stream = execute_stream(physical, task_ctx)?;
         let format = self.ctx.state().config_options().format.clone();
         let options = &self.print_options;

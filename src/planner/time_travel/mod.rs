@@ -318,7 +318,7 @@ async fn pin(
             let normalize = state.config_options().sql_parser.enable_ident_normalization;
             let name = object_name_to_table_reference(object_name.clone(), normalize)?;
             let Some(table) = registered_lance_table(state, &name).await? else {
-                return Err(Error::unsupported(format!(
+                return Err(Error::not_supported(format!(
                     "'{}' on table '{name}': '{name}' is not a registered Lance table, and only \
                      Lance tables can be read as of a version",
                     reference.clause

@@ -433,7 +433,7 @@ fn check_dimension(
     if query.len() == dim as usize {
         Ok(())
     } else {
-        Err(Error::unsupported(format!(
+        Err(Error::schema_mismatch(format!(
             "{function}: the query vector has {} dimensions; column \
              '{column}' of '{table}' holds {dim}",
             query.len()

@@ -228,10 +228,11 @@ async fn an_unreadable_index_list_keeps_filters_in_datafusion() {
     crate::fixtures::indexed(&uri).await;
     let faults = FaultInjector::new();
     // No metadata cache: the index list is read when a scan is planned.
-    let uncached = datafusion_lance::LanceSessionCache::private(datafusion_lance::CacheBudgets {
-        metadata_bytes: 0,
-        index_bytes: 0,
-    });
+    let uncached =
+        datafusion_lance::LanceSessionCache::private(datafusion_lance::options::CacheBudgets {
+            metadata_bytes: 0,
+            index_bytes: 0,
+        });
     let ctx = context(2, &uncached);
     ctx.sql("SET lance.pushdown_filters = true").await.unwrap();
     let provider = datafusion_lance::LanceTableProvider::builder(&uri)

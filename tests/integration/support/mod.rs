@@ -15,7 +15,8 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion_lance::{CacheBudgets, LanceSessionCache, LanceSessionContextExt};
+use datafusion_lance::options::CacheBudgets;
+use datafusion_lance::{LanceSessionCache, LanceSessionContextExt};
 use futures::StreamExt;
 use lance::dataset::builder::DatasetBuilder;
 use lance_table::io::deletion::relative_deletion_file_path;
@@ -223,7 +224,7 @@ pub(crate) async fn run_decoded(
     worker: &SessionContext,
     bytes: &[u8],
 ) -> datafusion::error::Result<Vec<RecordBatch>> {
-    let codec = datafusion_lance::codec::LanceLogicalCodec::new();
+    let codec = datafusion_lance::LanceLogicalCodec::new();
     let plan = datafusion_proto::bytes::logical_plan_from_bytes_with_extension_codec(
         bytes,
         &worker.task_ctx(),
