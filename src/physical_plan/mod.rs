@@ -3,38 +3,31 @@
 //! the one commit path, the statement journal, write metrics), `row_level/`
 //! (`DELETE`, `UPDATE`), `merging/` (upserts), `searching/` (vector,
 //! full-text and hybrid search), `maintaining/` (optimize, vacuum, tags),
-//! `ddl/` (`ALTER TABLE`, index changes). Each file keeps its short path
-//! (`physical_plan::commit`, ...).
+//! `ddl/` (`ALTER TABLE`, index changes). Inside the crate each file keeps
+//! its short path (`physical_plan::commit`, ...), re-exported below.
 //!
 //! Writes have a two-phase shape: [`LanceWriteExec`] writes uncommitted
 //! fragments in every input partition and emits their metadata as rows;
 //! [`LanceCommitExec`] (one partition) commits all of them in one transaction.
 //! No in-process state connects the two, so the plan can be distributed.
 
-pub(crate) mod alter;
-pub(crate) mod commit;
-pub(crate) mod delete;
-pub(crate) mod hybrid;
-pub(crate) mod in_flight;
-pub(crate) mod index;
-pub(crate) mod index_options;
-pub(crate) mod journal;
-pub(crate) mod maintenance;
-pub(crate) mod merge;
-pub(crate) mod merge_options;
-pub(crate) mod optimize;
-pub(crate) mod rows;
-pub(crate) mod scan;
-pub(crate) mod scan_metrics;
-pub(crate) mod search;
-pub(crate) mod sink;
-pub(crate) mod tag;
-pub(crate) mod target;
-pub(crate) mod transaction;
-pub(crate) mod update;
-pub(crate) mod vacuum;
-pub(crate) mod write;
-pub(crate) mod write_metrics;
+mod ddl;
+mod maintaining;
+mod merging;
+mod reading;
+mod row_level;
+mod searching;
+mod writing;
+
+pub(crate) use ddl::{alter, index, index_options};
+pub(crate) use maintaining::{maintenance, optimize, tag, vacuum};
+pub(crate) use merging::{merge, merge_options};
+pub(crate) use reading::{scan, scan_metrics};
+pub(crate) use row_level::{delete, rows, update};
+pub(crate) use searching::{hybrid, search};
+pub(crate) use writing::{
+    commit, in_flight, journal, sink, target, transaction, write, write_metrics,
+};
 
 pub use alter::{DEFAULT_METADATA_KEY, LanceAlterExec, NewValues, SchemaChange};
 pub use commit::LanceCommitExec;

@@ -1,5 +1,5 @@
-//! What a write statement writes to: shared by [`super::LanceWriteExec`] and
-//! [`super::LanceCommitExec`].
+//! What a write statement writes to: shared by [`crate::physical_plan::LanceWriteExec`] and
+//! [`crate::physical_plan::LanceCommitExec`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -21,10 +21,10 @@ use lance_file::version::LanceFileVersion;
 use lance_io::object_store::ObjectStoreParams;
 use lance_table::format::Fragment;
 
-use super::write_metrics::WriteMetrics;
 use crate::config::{CommitBudget, LanceConfig, LanceTableOptions, VersionSpec};
 use crate::error::Error;
 use crate::location::{Snapshot, TableLocation};
+use crate::physical_plan::write_metrics::WriteMetrics;
 use crate::session::LanceSessionCache;
 
 /// How the statement's fragments are committed.
@@ -102,7 +102,7 @@ pub struct WriteTarget {
     /// The statement's id when its writers run apart from its commit (on a
     /// cluster): writers mark themselves in flight under it in the table's
     /// directory, so `lance_vacuum` on any process keeps their files (see
-    /// [`super::journal`]).
+    /// [`crate::physical_plan::journal`]).
     pub(crate) journal: Option<String>,
 }
 
@@ -240,7 +240,7 @@ impl OpenTarget {
     }
 }
 
-/// Schema of the rows [`super::LanceWriteExec`] emits: one row per partition.
+/// Schema of the rows [`crate::physical_plan::LanceWriteExec`] emits: one row per partition.
 pub(crate) fn fragments_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("rows", DataType::UInt64, false),
@@ -261,7 +261,7 @@ pub(crate) fn encode_fragments(rows: u64, fragments: &[Fragment]) -> DFResult<Re
     )?)
 }
 
-/// Decodes rows emitted by [`super::LanceWriteExec`].
+/// Decodes rows emitted by [`crate::physical_plan::LanceWriteExec`].
 pub(crate) fn decode_fragments(batch: &RecordBatch) -> DFResult<(u64, Vec<Fragment>)> {
     let bad = || DataFusionError::Internal("unexpected fragment metadata batch".into());
     let rows = batch

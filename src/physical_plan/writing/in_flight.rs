@@ -6,7 +6,7 @@ use std::sync::{LazyLock, Mutex};
 
 use chrono::{DateTime, Utc};
 
-use super::target::WriteTarget;
+use crate::physical_plan::target::WriteTarget;
 
 /// Statements of this process that are writing files no version references
 /// yet, by table location: `lance_vacuum` never removes files newer than the

@@ -12,9 +12,9 @@ use lance::Dataset;
 use lance::dataset::optimize::{CompactionOptions, compact_files};
 use lance::index::DatasetIndexExt;
 
-use super::maintenance::{Maintenance, MaintenanceExec};
 use crate::error::Error;
 use crate::location::TableLocation;
+use crate::physical_plan::maintenance::{Maintenance, MaintenanceExec};
 
 /// What `lance_optimize` does.
 #[derive(Debug, Clone, Copy, PartialEq)]

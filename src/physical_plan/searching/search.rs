@@ -25,10 +25,10 @@ use lance_index::scalar::FullTextSearchQuery;
 use lance_index::scalar::inverted::query::{FtsQuery, MatchQuery, Operator, PhraseQuery};
 use lance_linalg::distance::DistanceType;
 
-use super::hybrid::{HybridQuery, RELEVANCE_COLUMN, Ranked, fuse};
-use super::scan::conform;
 use crate::error::Error;
 use crate::location::{Snapshot, TableLocation};
+use crate::physical_plan::hybrid::{HybridQuery, RELEVANCE_COLUMN, Ranked, fuse};
+use crate::physical_plan::scan::conform;
 use crate::session::LanceSessionCache;
 
 /// The name of the distance column a vector search adds.

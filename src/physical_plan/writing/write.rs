@@ -23,13 +23,15 @@ use futures::StreamExt;
 use lance::dataset::transaction::Operation;
 use lance::dataset::{InsertBuilder, WriteDestination, WriteMode, WriteParams};
 
-use super::target::{OpenTarget, WriteTarget, encode_fragments, fragments_schema, write_error};
+use crate::physical_plan::target::{
+    OpenTarget, WriteTarget, encode_fragments, fragments_schema, write_error,
+};
 use crate::progress::{FRAGMENTS_WRITTEN, ROWS_WRITTEN};
 
 /// Writes every input partition as uncommitted Lance fragments (in parallel:
 /// one writer per partition) and emits one row per partition with the
 /// fragments' metadata. Nothing becomes visible until a
-/// [`super::LanceCommitExec`] commits those fragments.
+/// [`crate::physical_plan::LanceCommitExec`] commits those fragments.
 pub struct LanceWriteExec {
     input: Arc<dyn ExecutionPlan>,
     target: Arc<WriteTarget>,
@@ -139,7 +141,9 @@ impl ExecutionPlan for LanceWriteExec {
             let _writing = target.in_flight();
             // ... and in every process when the commit runs elsewhere.
             let mark = match &target.journal {
-                Some(statement) => Some(super::journal::begin(&target, statement).await?),
+                Some(statement) => {
+                    Some(crate::physical_plan::journal::begin(&target, statement).await?)
+                }
                 None => None,
             };
             let written = write_partition(input, target, &counts).await;

@@ -1,4 +1,4 @@
-//! What Lance's own plan did inside a [`super::LanceScanExec`] partition,
+//! What Lance's own plan did inside a [`crate::physical_plan::LanceScanExec`] partition,
 //! surfaced as the scan's metrics (`EXPLAIN ANALYZE`): fragments actually
 //! read, rows scanned, bytes read and I/O operations, and how many scalar
 //! index searches chose the rows to read.

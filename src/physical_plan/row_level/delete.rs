@@ -12,13 +12,13 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use lance::dataset::transaction::Operation;
 
-use super::journal::{self, Start};
-use super::rows::{apply_deletions, collect_addresses};
-use super::target::{
+use crate::physical_plan::journal::{self, Start};
+use crate::physical_plan::rows::{apply_deletions, collect_addresses};
+use crate::physical_plan::target::{
     OpenTarget, WriteTarget, count_batch, count_schema, execute_sources, one_row_properties,
     write_error,
 };
-use super::transaction::Commit;
+use crate::physical_plan::transaction::Commit;
 
 /// `DELETE`: its input (any plan, subqueries included) yields the `_rowaddr`
 /// of every row to delete; one `Delete` transaction marks them deleted.

@@ -15,14 +15,16 @@ use futures::StreamExt;
 use lance::dataset::transaction::{Operation, Transaction};
 use lance_table::format::Fragment;
 
-use super::target::{
+use crate::error::Error;
+use crate::physical_plan::target::{
     CommitKind, OpenTarget, WriteTarget, count_batch, count_schema, decode_fragments, execute_all,
     join_writers, one_row_properties,
 };
-use super::transaction::{Commit, STATEMENT_PROPERTY, ensure_absent, written_fragments};
-use crate::error::Error;
+use crate::physical_plan::transaction::{
+    Commit, STATEMENT_PROPERTY, ensure_absent, written_fragments,
+};
 
-/// Runs every partition of its input (a [`super::LanceWriteExec`]) and
+/// Runs every partition of its input (a [`crate::physical_plan::LanceWriteExec`]) and
 /// commits the fragments they deliver as one transaction: one statement,
 /// exactly one new version, or none at all.
 ///
@@ -145,7 +147,9 @@ impl ExecutionPlan for LanceCommitExec {
         let fut = async move {
             let _writing = target.in_flight();
             let mark = match &target.journal {
-                Some(statement) => Some(super::journal::begin(&target, statement).await?),
+                Some(statement) => {
+                    Some(crate::physical_plan::journal::begin(&target, statement).await?)
+                }
                 None => None,
             };
             let committed = async {
@@ -198,7 +202,7 @@ async fn collect_fragments(
 }
 
 /// Commits `fragments` as one transaction; returns the statement's row count
-/// (the commit of [`LanceCommitExec`] and of [`super::LanceSink`]). If the
+/// (the commit of [`LanceCommitExec`] and of [`crate::physical_plan::LanceSink`]). If the
 /// statement fails before its transaction reaches Lance (the version it read
 /// cannot be opened, a table was created at a `COPY` target meanwhile), the
 /// fragments' files are removed here; after that, by the commit path.
@@ -222,7 +226,7 @@ pub(crate) async fn commit_fragments(
             target.display_uri()
         );
         let (held, _) = written_fragments(&transaction.operation);
-        super::journal::end(target, statement, &held).await;
+        crate::physical_plan::journal::end(target, statement, &held).await;
         return Ok(rows);
     }
     let commit = match prepare(target, kind, &fragments).await {

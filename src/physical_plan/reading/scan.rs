@@ -30,7 +30,7 @@ use crate::error::Error;
 use crate::location::{Snapshot, TableLocation};
 use crate::session::LanceSessionCache;
 
-use super::scan_metrics::{HarvestOnDrop, ScanMetrics};
+use crate::physical_plan::scan_metrics::{HarvestOnDrop, ScanMetrics};
 
 /// Live rows of a fragment (deleted rows excluded); fragments with unknown
 /// counts (legacy data) weigh as their physical size, or 1.

@@ -1,4 +1,4 @@
-//! Hybrid search for [`super::LanceSearchExec`]: a vector search and a
+//! Hybrid search for [`crate::physical_plan::LanceSearchExec`]: a vector search and a
 //! full-text search of one version, fused by reciprocal rank.
 //!
 //! Each search returns its best `k` rows (the projected columns, its own
@@ -20,7 +20,7 @@ use datafusion::arrow::datatypes::{Float32Type, Schema, SchemaRef, UInt64Type};
 use datafusion::common::internal_err;
 use datafusion::error::Result as DFResult;
 
-use super::search::{DISTANCE_COLUMN, SCORE_COLUMN, TextQuery, VectorQuery};
+use crate::physical_plan::search::{DISTANCE_COLUMN, SCORE_COLUMN, TextQuery, VectorQuery};
 
 /// The name of the fused relevance column a hybrid search adds.
 pub const RELEVANCE_COLUMN: &str = "_relevance";

@@ -26,9 +26,9 @@ use lance_io::object_store::ObjectStore;
 use lance_table::format::Fragment;
 use object_store_014::path::Path;
 
-use super::target::OpenTarget;
-use super::transaction::{RESULT_PROPERTY, written_fragments};
 use crate::error::Error;
+use crate::physical_plan::target::OpenTarget;
+use crate::physical_plan::transaction::{RESULT_PROPERTY, written_fragments};
 
 /// How often a running task re-puts its marker.
 pub(crate) fn refresh_every() -> std::time::Duration {
@@ -193,7 +193,9 @@ pub(crate) async fn start(target: &OpenTarget) -> DFResult<Start> {
     let Some(statement) = &target.journal else {
         return Ok(Start::Run(None));
     };
-    if let Some((version, transaction)) = super::commit::committed_by(target, statement).await? {
+    if let Some((version, transaction)) =
+        crate::physical_plan::commit::committed_by(target, statement).await?
+    {
         let (held, _) = written_fragments(&transaction.operation);
         end(target, statement, &held).await;
         let result = transaction

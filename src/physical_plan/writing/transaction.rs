@@ -15,9 +15,9 @@ use lance::dataset::{CommitBuilder, WriteDestination};
 use lance_select::RowAddrTreeMap;
 use lance_table::format::Fragment;
 
-use super::rows::remove_new_deletion_files;
-use super::target::OpenTarget;
 use crate::error::Error;
+use crate::physical_plan::rows::remove_new_deletion_files;
+use crate::physical_plan::target::OpenTarget;
 
 /// The Lance transaction property naming the statement that committed it.
 pub(crate) const STATEMENT_PROPERTY: &str = "datafusion-lance.statement";
@@ -172,7 +172,7 @@ impl OpenTarget {
                 // a failure its marks are left to lapse: the engine may run
                 // the commit again with the writers' files.)
                 if let Some(statement) = &self.journal {
-                    super::journal::end(self, statement, &new_fragments).await;
+                    crate::physical_plan::journal::end(self, statement, &new_fragments).await;
                 }
                 Ok(committed)
             }

@@ -9,9 +9,9 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use lance::Dataset;
 
-use super::maintenance::{Maintenance, MaintenanceExec};
 use crate::error::plain;
 use crate::location::TableLocation;
+use crate::physical_plan::maintenance::{Maintenance, MaintenanceExec};
 
 /// What happens to a tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,11 +11,11 @@ use datafusion::error::{DataFusionError, Result as DFResult};
 use lance::Dataset;
 use lance::index::DatasetIndexExt;
 
-use super::index_options::IndexMethod;
-use super::maintenance::{Maintenance, MaintenanceExec};
 use crate::config::parse_bool;
 use crate::error::{Error, plain};
 use crate::location::TableLocation;
+use crate::physical_plan::index_options::IndexMethod;
+use crate::physical_plan::maintenance::{Maintenance, MaintenanceExec};
 
 /// An index to build.
 #[derive(Debug, Clone, PartialEq, Eq)]

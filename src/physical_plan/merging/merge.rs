@@ -26,16 +26,16 @@ use lance::dataset::{MergeInsertBuilder, MergeInsertJob};
 use lance::dataset::{WhenMatched as LanceMatched, WhenNotMatched as LanceNotMatched};
 use std::collections::HashMap;
 
-use super::journal::{self, Start};
-use super::merge_options::{
+use crate::physical_plan::journal::{self, Start};
+use crate::physical_plan::merge_options::{
     MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
     stats_schema,
 };
-use super::target::{
+use crate::physical_plan::target::{
     OpenTarget, WriteTarget, count_batch, count_schema, execute_sources, one_row_properties,
     write_error,
 };
-use super::transaction::{Commit, commit_error};
+use crate::physical_plan::transaction::{Commit, commit_error};
 
 /// Merges in this process are serialised per table, so that two merges
 /// inserting the same new key cannot both insert it even when the table has
@@ -280,7 +280,7 @@ impl ExecutionPlan for LanceMergeExec {
 
 /// True when `plan` scans the table shown as `display_uri`.
 fn reads_table(plan: &Arc<dyn ExecutionPlan>, display_uri: &str) -> bool {
-    plan.downcast_ref::<super::LanceScanExec>()
+    plan.downcast_ref::<crate::physical_plan::LanceScanExec>()
         .is_some_and(|scan| scan.display_uri() == display_uri)
         || plan
             .children()

@@ -14,9 +14,9 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 
-use super::commit::commit_fragments;
-use super::target::{CommitKind, WriteTarget};
-use super::write::{WriteCounts, write_partition};
+use crate::physical_plan::commit::commit_fragments;
+use crate::physical_plan::target::{CommitKind, WriteTarget};
+use crate::physical_plan::write::{WriteCounts, write_partition};
 
 /// Writes its input stream as Lance fragments, then commits them in ONE
 /// transaction: the same one-version semantics as `INSERT INTO` (nothing is

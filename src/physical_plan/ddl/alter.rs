@@ -23,9 +23,9 @@ use lance::Dataset;
 use lance::dataset::{BatchUDF, ColumnAlteration, NewColumnTransform};
 use lance::index::DatasetIndexExt;
 
-use super::maintenance::{Maintenance, MaintenanceExec};
 use crate::error::plain;
 use crate::location::TableLocation;
+use crate::physical_plan::maintenance::{Maintenance, MaintenanceExec};
 
 /// The field metadata key holding a column's `DEFAULT` (its value as text,
 /// cast back to the column's type).

@@ -18,9 +18,9 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use lance::Dataset;
 
-use super::target::one_row_properties;
 use crate::config::VersionSpec;
 use crate::location::TableLocation;
+use crate::physical_plan::target::one_row_properties;
 use crate::session::LanceSessionCache;
 
 /// What a [`MaintenanceExec`] does to a table: plain data, so the node can

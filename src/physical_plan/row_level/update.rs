@@ -17,14 +17,14 @@ use lance::dataset::transaction::{Operation, UpdateMode};
 use lance_table::format::Fragment;
 use roaring::RoaringTreemap;
 
-use super::journal::{self, Start};
-use super::rows::{addresses_of, apply_deletions};
-use super::target::{
+use crate::physical_plan::journal::{self, Start};
+use crate::physical_plan::rows::{addresses_of, apply_deletions};
+use crate::physical_plan::target::{
     OpenTarget, WriteTarget, count_batch, count_schema, execute_sources, join_writers,
     one_row_properties, write_error,
 };
-use super::transaction::Commit;
-use super::write::{WriteCounts, write_partition};
+use crate::physical_plan::transaction::Commit;
+use crate::physical_plan::write::{WriteCounts, write_partition};
 
 /// `UPDATE`: its input yields, for every updated row, the new values of all
 /// table columns followed by the old row's `_rowaddr`. The new rows are

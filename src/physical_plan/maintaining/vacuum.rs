@@ -13,11 +13,11 @@ use futures::TryStreamExt;
 use lance::Dataset;
 use lance_table::io::deletion::relative_deletion_file_path;
 
-use super::in_flight::oldest_in_flight;
-use super::journal;
-use super::maintenance::{Maintenance, MaintenanceExec};
 use crate::error::Error;
 use crate::location::TableLocation;
+use crate::physical_plan::in_flight::oldest_in_flight;
+use crate::physical_plan::journal;
+use crate::physical_plan::maintenance::{Maintenance, MaintenanceExec};
 
 /// What a vacuum removes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

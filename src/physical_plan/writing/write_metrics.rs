@@ -1,13 +1,13 @@
 //! What a statement changing a table did, as the metrics of its committing
-//! node ([`super::LanceCommitExec`], [`super::LanceDeleteExec`],
-//! [`super::LanceUpdateExec`], [`super::LanceMergeExec`]) in `EXPLAIN
+//! node ([`crate::physical_plan::LanceCommitExec`], [`crate::physical_plan::LanceDeleteExec`],
+//! [`crate::physical_plan::LanceUpdateExec`], [`crate::physical_plan::LanceMergeExec`]) in `EXPLAIN
 //! ANALYZE`: rows inserted, updated and deleted, data and deletion files
 //! written, the commit's time, the transactions it submitted (a merge
 //! submits another after a conflict; Lance's own rebases are not counted),
 //! the version it made, and how many versions other writers committed
 //! between the statement's read and its commit.
 //!
-//! The commit path ([`super::target::OpenTarget::commit`]) records the
+//! The commit path ([`crate::physical_plan::target::OpenTarget::commit`]) records the
 //! commit's figures for every node; each node records its own row counts.
 
 use datafusion::physical_plan::metrics::{

@@ -1,0 +1,5 @@
+//! Schema and index changes: `ALTER TABLE`, `CREATE INDEX` / `DROP INDEX`.
+
+pub(crate) mod alter;
+pub(crate) mod index;
+pub(crate) mod index_options;

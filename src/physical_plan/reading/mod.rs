@@ -1,0 +1,4 @@
+//! Reading: the scan node and what Lance's own plan did inside it.
+
+pub(crate) mod scan;
+pub(crate) mod scan_metrics;
