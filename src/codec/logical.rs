@@ -273,19 +273,19 @@ impl LanceLogicalCodec {
                 optimize: Some(encode_optimize(optimize.work)),
             })));
         }
-        if let Some(search) = provider.downcast_ref::<VectorSearch>() {
+        if let Some(search) = statement_of::<VectorSearch>(provider) {
             return Ok(Some(Table::VectorSearch(
                 self.encode_vector_search(search)?,
             )));
         }
-        if let Some(search) = provider.downcast_ref::<HybridSearch>() {
+        if let Some(search) = statement_of::<HybridSearch>(provider) {
             return Ok(Some(Table::HybridSearch(proto::HybridSearchTable {
                 vector: Some(self.encode_vector_search(&search.vector)?),
                 text: Some(encode_text(&search.text.query, self)?),
                 rrf_k: search.rrf_k,
             })));
         }
-        if let Some(search) = provider.downcast_ref::<FullTextSearch>() {
+        if let Some(search) = statement_of::<FullTextSearch>(provider) {
             return Ok(Some(Table::FullTextSearch(proto::FullTextSearchTable {
                 name: search.name.clone(),
                 table: Some(self.encode_table(&search.table)?),
@@ -384,7 +384,9 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
             Table::Fragments(target) => self.decode_metadata(MetadataKind::Fragments, target)?,
             Table::Tags(target) => self.decode_metadata(MetadataKind::Tags, target)?,
             Table::Indices(target) => self.decode_metadata(MetadataKind::Indices, target)?,
-            Table::VectorSearch(search) => Arc::new(self.decode_vector_search(search, ctx)?),
+            Table::VectorSearch(search) => {
+                StatementTable::provider(self.decode_vector_search(search, ctx)?)
+            }
             Table::HybridSearch(search) => {
                 let mut vector =
                     self.decode_vector_search(required(search.vector, "vector search")?, ctx)?;
@@ -395,9 +397,9 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
                     decode_text(required(search.text, "text query")?, ctx, self)?,
                 );
                 text.function = HYBRID_SEARCH_FUNCTION_NAME;
-                Arc::new(HybridSearch::new(vector, text, search.rrf_k))
+                StatementTable::provider(HybridSearch::new(vector, text, search.rrf_k))
             }
-            Table::FullTextSearch(search) => Arc::new(FullTextSearch::new(
+            Table::FullTextSearch(search) => StatementTable::provider(FullTextSearch::new(
                 search.name,
                 self.decode_table(search.table, ctx)?,
                 decode_text(required(search.text, "text query")?, ctx, self)?,

@@ -3,7 +3,9 @@
 //! the one commit path, the statement journal, write metrics), `row_level/`
 //! (`DELETE`, `UPDATE`), `merging/` (upserts), `searching/` (vector,
 //! full-text and hybrid search), `maintaining/` (optimize, vacuum, tags),
-//! `ddl/` (`ALTER TABLE`, index changes). Inside the crate each file keeps
+//! `ddl/` (`ALTER TABLE`, index changes); beside them, what every statement
+//! node uses: `one_row` (its result) and `inputs` (running its input).
+//! Inside the crate each file keeps
 //! its short path (`physical_plan::commit`, ...), re-exported below.
 //!
 //! Writes have a two-phase shape: [`LanceWriteExec`] writes uncommitted
@@ -12,8 +14,10 @@
 //! No in-process state connects the two, so the plan can be distributed.
 
 mod ddl;
+pub(crate) mod inputs;
 mod maintaining;
 mod merging;
+pub(crate) mod one_row;
 mod reading;
 mod row_level;
 mod searching;
@@ -26,7 +30,8 @@ pub(crate) use reading::{scan, scan_metrics};
 pub(crate) use row_level::{delete, rows, update};
 pub(crate) use searching::{hybrid, search};
 pub(crate) use writing::{
-    commit, in_flight, journal, sink, target, transaction, write, write_metrics,
+    commit, fragment_rows, in_flight, journal, sink, target, transaction, write, write_metrics,
+    writers,
 };
 
 pub use alter::{DEFAULT_METADATA_KEY, LanceAlterExec, NewValues, SchemaChange};

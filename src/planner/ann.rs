@@ -49,6 +49,7 @@ use crate::physical_plan::search::DISTANCE_COLUMN;
 use crate::physical_plan::{Metric, VectorQuery};
 use crate::table::LanceTableProvider;
 use crate::table::index_rules::ColumnIndexes;
+use crate::table::statement::StatementTable;
 use crate::udtf::search::check_prefilter;
 use crate::udtf::search::vector::{QueryVector, VECTOR_SEARCH_FUNCTION_NAME, VectorSearch, floats};
 
@@ -218,7 +219,7 @@ impl Candidate {
     /// `sort` reading from the search instead of the table.
     fn rewrite(self, sort: Sort) -> DFResult<Transformed<LogicalPlan>> {
         let width = self.table.schema().fields().len();
-        let search: Arc<dyn TableProvider> = Arc::new(VectorSearch::new(
+        let search: Arc<dyn TableProvider> = StatementTable::provider(VectorSearch::new(
             self.table.name().to_string(),
             Arc::clone(&self.table),
             QueryVector::Literal(self.vector),

@@ -33,15 +33,8 @@ use lance_io::object_store::ObjectStoreParams;
 
 use crate::config::VersionSpec;
 use crate::format::LanceFormatFactory;
-use crate::physical_plan::{IndexChange, OptimizeOptions, SchemaChange, TagChange, VacuumOptions};
 use crate::table::LanceTableProvider;
-use crate::table::dml::LanceDml;
-use crate::table::merge::LanceMerge;
-use crate::table::statement::{Maintain, StatementTable, resolve_named, statement_of};
-use crate::udtf::metadata::Metadata;
-use crate::udtf::search::fts::FullTextSearch;
-use crate::udtf::search::hybrid::HybridSearch;
-use crate::udtf::search::vector::{QueryVector, VectorSearch};
+use crate::table::statement::{Pinner, statement};
 
 /// Resolves every Lance table a statement references to one version, then
 /// delegates to the wrapped planner (see the module docs).
@@ -142,82 +135,18 @@ impl Snapshots {
                 let dataset = self.dataset(table, state).await?;
                 return Ok(Some(Arc::new(table.at_snapshot(dataset)) as _));
             }
-            if let Some(dml) = statement_of::<LanceDml>(provider.as_ref()) {
-                let target = self.fix_table(dml.target(), state).await?;
-                let input = self.fix(state.optimize(dml.input())?, state).await?;
-                return Ok(Some(StatementTable::provider(
-                    dml.with_parts(target, input),
-                )));
+            match statement(provider.as_ref()) {
+                Some(statement) => {
+                    let mut pinner = Pinning {
+                        snapshots: self,
+                        state,
+                    };
+                    statement.pin(&mut pinner, state).await
+                }
+                None => Ok(None),
             }
-            if let Some(merge) = statement_of::<LanceMerge>(provider.as_ref()) {
-                let target = merge.resolve_target(state).await?;
-                let target = self.fix_table(&target, state).await?;
-                let source = self.fix(state.optimize(merge.source())?, state).await?;
-                return Ok(Some(StatementTable::provider(
-                    merge.with_parts(target, source),
-                )));
-            }
-            if let Some(search) = provider.downcast_ref::<VectorSearch>() {
-                let table = self.fix_table(&search.table, state).await?;
-                return Ok(Some(Arc::new(self.fix_vector(search, table, state).await?)));
-            }
-            if let Some(search) = provider.downcast_ref::<FullTextSearch>() {
-                let table = self.fix_table(&search.table, state).await?;
-                return Ok(Some(Arc::new(fix_text(search, table))));
-            }
-            if let Some(search) = provider.downcast_ref::<HybridSearch>() {
-                // One version for both halves.
-                let table = self.fix_table(&search.vector.table, state).await?;
-                let vector = self
-                    .fix_vector(&search.vector, Arc::clone(&table), state)
-                    .await?;
-                let text = fix_text(&search.text, table);
-                return Ok(Some(Arc::new(HybridSearch::new(
-                    vector,
-                    text,
-                    search.rrf_k,
-                ))));
-            }
-            let provider = provider.as_ref();
-            if let Some(resolved) = resolve_named::<Metadata>(provider, state).await? {
-                return Ok(Some(resolved));
-            }
-            if let Some(resolved) = resolve_named::<Maintain<TagChange>>(provider, state).await? {
-                return Ok(Some(resolved));
-            }
-            if let Some(resolved) =
-                resolve_named::<Maintain<OptimizeOptions>>(provider, state).await?
-            {
-                return Ok(Some(resolved));
-            }
-            if let Some(resolved) = resolve_named::<Maintain<IndexChange>>(provider, state).await? {
-                return Ok(Some(resolved));
-            }
-            if let Some(resolved) = resolve_named::<Maintain<SchemaChange>>(provider, state).await?
-            {
-                return Ok(Some(resolved));
-            }
-            resolve_named::<Maintain<VacuumOptions>>(provider, state).await
         }
         .boxed()
-    }
-
-    /// `search` on `table` (pinned), its subquery vector fixed too.
-    async fn fix_vector(
-        &mut self,
-        search: &VectorSearch,
-        table: Arc<LanceTableProvider>,
-        state: &SessionState,
-    ) -> DFResult<VectorSearch> {
-        let vector = match &search.vector {
-            QueryVector::Subquery(plan) => {
-                QueryVector::Subquery(Arc::new(self.fix(state.optimize(plan)?, state).await?))
-            }
-            literal => literal.clone(),
-        };
-        let mut fixed = VectorSearch::new(search.name.clone(), table, vector, search.query.clone());
-        fixed.function = search.function;
-        Ok(fixed)
     }
 
     async fn fix_table(
@@ -362,9 +291,23 @@ pub(crate) fn install(state: &mut SessionState) {
         .build();
 }
 
-/// `search` on `table` (pinned).
-fn fix_text(search: &FullTextSearch, table: Arc<LanceTableProvider>) -> FullTextSearch {
-    let mut fixed = FullTextSearch::new(search.name.clone(), table, search.query.clone());
-    fixed.function = search.function;
-    fixed
+/// A statement's tables and nested plans fixed through one [`Snapshots`].
+struct Pinning<'a> {
+    snapshots: &'a mut Snapshots,
+    state: &'a SessionState,
+}
+
+#[async_trait]
+impl Pinner for Pinning<'_> {
+    async fn table(
+        &mut self,
+        table: &Arc<LanceTableProvider>,
+    ) -> DFResult<Arc<LanceTableProvider>> {
+        self.snapshots.fix_table(table, self.state).await
+    }
+
+    async fn plan(&mut self, plan: &LogicalPlan) -> DFResult<LogicalPlan> {
+        let optimized = self.state.optimize(plan)?;
+        self.snapshots.fix(optimized, self.state).await
+    }
 }

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
+use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::LanceTableProvider;
-use super::statement::Statement;
-use crate::physical_plan::target::count_schema;
+use super::statement::{Pinner, Statement, StatementTable};
+use crate::physical_plan::one_row::count_schema;
 use crate::physical_plan::{LanceDeleteExec, LanceUpdateExec};
 
 /// Which row-level statement.
@@ -90,5 +91,21 @@ impl Statement for LanceDml {
             DmlOp::Delete => Arc::new(LanceDeleteExec::new(input, target)),
             DmlOp::Update => Arc::new(LanceUpdateExec::new(input, target)?),
         })
+    }
+
+    async fn pin(
+        &self,
+        pinner: &mut dyn Pinner,
+        _state: &dyn Session,
+    ) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        let target = pinner.table(&self.target).await?;
+        let input = pinner.plan(&self.input).await?;
+        Ok(Some(StatementTable::provider(
+            self.with_parts(target, input),
+        )))
+    }
+
+    fn changes_tables(&self) -> bool {
+        true
     }
 }

@@ -20,7 +20,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 
 use super::LanceTableProvider;
 use super::lookup::lance_table;
-use super::statement::Statement;
+use super::statement::{Pinner, Statement, StatementTable};
 use crate::error::{Error, Result};
 use crate::physical_plan::LanceMergeExec;
 pub(crate) use crate::physical_plan::merge_options::{
@@ -150,6 +150,23 @@ impl Statement for LanceMerge {
         Ok(target
             .plan_merge(state, source, &self.keys, options, MergeOutput::Stats)
             .await?)
+    }
+
+    async fn pin(
+        &self,
+        pinner: &mut dyn Pinner,
+        state: &dyn Session,
+    ) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        let target = self.resolve_target(state).await?;
+        let target = pinner.table(&target).await?;
+        let source = pinner.plan(&self.source).await?;
+        Ok(Some(StatementTable::provider(
+            self.with_parts(target, source),
+        )))
+    }
+
+    fn changes_tables(&self) -> bool {
+        true
     }
 }
 

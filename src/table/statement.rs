@@ -2,6 +2,7 @@
 //! functions are planned as a small table whose scan returns the node that
 //! runs the statement — so planning, and `EXPLAIN`, never runs it.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -10,27 +11,71 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DFResult;
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
 
+use super::LanceTableProvider;
 use super::lookup::table_or_location;
 use crate::location::{TableLocation, redact_uri};
-use crate::physical_plan::target::project;
+use crate::physical_plan::inputs::project;
 use crate::physical_plan::{Maintenance, MaintenanceExec};
 
-/// A statement planned as a table.
+/// A statement planned as a table: `DELETE`, `UPDATE`, merges, searches
+/// and the table functions. Its one home: how it plans, how it fixes the
+/// versions it reads ([`Statement::pin`]) and whether it writes.
 #[async_trait]
-pub(crate) trait Statement: fmt::Debug + Send + Sync + 'static {
+pub(crate) trait Statement: Any + fmt::Debug + Send + Sync {
     /// The rows the statement returns (usually one).
     fn schema(&self) -> SchemaRef;
 
     /// The plan that runs the statement when executed.
     async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>>;
+
+    /// The plan returning the `projection` of its rows: [`Self::plan`],
+    /// projected (a statement that reads fewer columns when fewer are
+    /// asked for overrides it).
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        project(self.plan(state).await?, projection)
+    }
+
+    /// The statement reading the tables `pinner` fixes (one version per
+    /// table for the whole statement) with its named table looked up, or
+    /// `None` when it reads none. Pinning a pinned statement changes
+    /// nothing.
+    async fn pin(
+        &self,
+        _pinner: &mut dyn Pinner,
+        _state: &dyn Session,
+    ) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        Ok(None)
+    }
+
+    /// Whether running it changes a table (so it may not run while
+    /// another statement is being planned).
+    fn changes_tables(&self) -> bool {
+        false
+    }
+}
+
+/// Fixes what a statement reads before physical planning (implemented by
+/// the planner's snapshot resolution, see [`crate::LanceQueryPlanner`]).
+#[async_trait]
+pub(crate) trait Pinner: Send {
+    /// `table` at the version this statement reads.
+    async fn table(&mut self, table: &Arc<LanceTableProvider>)
+    -> DFResult<Arc<LanceTableProvider>>;
+
+    /// A plan nested in the statement, optimized, its tables fixed.
+    async fn plan(&mut self, plan: &LogicalPlan) -> DFResult<LogicalPlan>;
 }
 
 /// A statement naming its table by a string — a table name or a dataset
 /// location — as the table functions do. The name is resolved before
-/// physical planning ([`resolve_named`]), so an encoded plan needs no
+/// physical planning ([`NamedTable::resolved`]), so an encoded plan needs no
 /// catalog.
 #[async_trait]
 pub(crate) trait NamedTable: Statement + Sized {
@@ -50,49 +95,43 @@ pub(crate) trait NamedTable: Statement + Sized {
             None => table_or_location(state, self.target()).await,
         }
     }
-}
 
-/// `provider` with its table resolved, when it is an unresolved `S`.
-pub(crate) async fn resolve_named<S: NamedTable>(
-    provider: &dyn TableProvider,
-    state: &dyn Session,
-) -> DFResult<Option<Arc<dyn TableProvider>>> {
-    match statement_of::<S>(provider) {
-        Some(statement) if statement.location().is_none() => {
-            let location = statement.table_location(state).await?;
-            Ok(Some(StatementTable::provider(
-                statement.with_location(location),
-            )))
+    /// The statement with its table looked up, when it is not yet.
+    async fn resolved(&self, state: &dyn Session) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        if self.location().is_some() {
+            return Ok(None);
         }
-        _ => Ok(None),
+        let location = self.table_location(state).await?;
+        Ok(Some(StatementTable::provider(self.with_location(location))))
     }
 }
 
 /// A [`Statement`] as a DataFusion table.
 #[derive(Debug)]
-pub(crate) struct StatementTable<S>(S);
+pub(crate) struct StatementTable(Box<dyn Statement>);
 
-impl<S: Statement> StatementTable<S> {
+impl StatementTable {
     /// `statement` as a table provider.
-    pub(crate) fn provider(statement: S) -> Arc<dyn TableProvider> {
-        Arc::new(Self(statement))
-    }
-
-    /// The statement.
-    pub(crate) fn statement(&self) -> &S {
-        &self.0
+    pub(crate) fn provider(statement: impl Statement) -> Arc<dyn TableProvider> {
+        Arc::new(Self(Box::new(statement)))
     }
 }
 
-/// The statement `provider` holds, when it is a `StatementTable<S>`.
-pub(crate) fn statement_of<S: Statement>(provider: &dyn TableProvider) -> Option<&S> {
+/// The statement `provider` holds, when it is a [`StatementTable`].
+pub(crate) fn statement(provider: &dyn TableProvider) -> Option<&dyn Statement> {
     provider
-        .downcast_ref::<StatementTable<S>>()
-        .map(StatementTable::statement)
+        .downcast_ref::<StatementTable>()
+        .map(|table| table.0.as_ref())
+}
+
+/// The statement `provider` holds, when it is a `StatementTable` of an `S`.
+pub(crate) fn statement_of<S: Statement>(provider: &dyn TableProvider) -> Option<&S> {
+    let statement: &dyn Any = statement(provider)?;
+    statement.downcast_ref::<S>()
 }
 
 #[async_trait]
-impl<S: Statement> TableProvider for StatementTable<S> {
+impl TableProvider for StatementTable {
     fn schema(&self) -> SchemaRef {
         self.0.schema()
     }
@@ -108,7 +147,7 @@ impl<S: Statement> TableProvider for StatementTable<S> {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        project(self.0.plan(state).await?, projection)
+        self.0.scan(state, projection).await
     }
 }
 
@@ -173,5 +212,17 @@ impl<M: Maintenance> Statement for Maintain<M> {
     async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
         let location = self.table_location(state).await?;
         Ok(Arc::new(MaintenanceExec::new(location, self.work.clone())))
+    }
+
+    async fn pin(
+        &self,
+        _pinner: &mut dyn Pinner,
+        state: &dyn Session,
+    ) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        self.resolved(state).await
+    }
+
+    fn changes_tables(&self) -> bool {
+        true
     }
 }

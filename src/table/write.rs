@@ -12,7 +12,7 @@ use super::merge::{MergeOptions, MergeOutput};
 use crate::config::LanceConfig;
 use crate::error::{Error, Result};
 use crate::location::Snapshot;
-use crate::physical_plan::target::fragments_schema;
+use crate::physical_plan::fragment_rows::fragments_schema;
 use crate::physical_plan::{CommitKind, LanceCommitExec, LanceSink, LanceWriteExec, WriteTarget};
 
 impl LanceTableProvider {

@@ -20,7 +20,7 @@ use lance::Dataset;
 
 use crate::config::VersionSpec;
 use crate::location::TableLocation;
-use crate::physical_plan::target::one_row_properties;
+use crate::physical_plan::one_row::one_row_properties;
 use crate::session::LanceSessionCache;
 
 /// What a [`MaintenanceExec`] does to a table: plain data, so the node can

@@ -26,16 +26,16 @@ use lance::dataset::{MergeInsertBuilder, MergeInsertJob};
 use lance::dataset::{WhenMatched as LanceMatched, WhenNotMatched as LanceNotMatched};
 use std::collections::HashMap;
 
+use crate::physical_plan::inputs::execute_sources;
 use crate::physical_plan::journal::{self, Start};
 use crate::physical_plan::merge_options::{
     MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
     stats_schema,
 };
-use crate::physical_plan::target::{
-    OpenTarget, WriteTarget, count_batch, count_schema, execute_sources, one_row_properties,
-    write_error,
-};
+use crate::physical_plan::one_row::{count_batch, count_schema, one_row_properties};
+use crate::physical_plan::target::{OpenTarget, WriteTarget};
 use crate::physical_plan::transaction::{Commit, commit_error};
+use crate::physical_plan::writers::write_error;
 
 /// Merges in this process are serialised per table, so that two merges
 /// inserting the same new key cannot both insert it even when the table has

@@ -12,13 +12,13 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use lance::dataset::transaction::Operation;
 
+use crate::physical_plan::inputs::execute_sources;
 use crate::physical_plan::journal::{self, Start};
+use crate::physical_plan::one_row::{count_batch, count_schema, one_row_properties};
 use crate::physical_plan::rows::{apply_deletions, collect_addresses};
-use crate::physical_plan::target::{
-    OpenTarget, WriteTarget, count_batch, count_schema, execute_sources, one_row_properties,
-    write_error,
-};
+use crate::physical_plan::target::{OpenTarget, WriteTarget};
 use crate::physical_plan::transaction::Commit;
+use crate::physical_plan::writers::write_error;
 
 /// `DELETE`: its input (any plan, subqueries included) yields the `_rowaddr`
 /// of every row to delete; one `Delete` transaction marks them deleted.

@@ -17,14 +17,14 @@ use lance::dataset::transaction::{Operation, UpdateMode};
 use lance_table::format::Fragment;
 use roaring::RoaringTreemap;
 
+use crate::physical_plan::inputs::execute_sources;
 use crate::physical_plan::journal::{self, Start};
+use crate::physical_plan::one_row::{count_batch, count_schema, one_row_properties};
 use crate::physical_plan::rows::{addresses_of, apply_deletions};
-use crate::physical_plan::target::{
-    OpenTarget, WriteTarget, count_batch, count_schema, execute_sources, join_writers,
-    one_row_properties, write_error,
-};
+use crate::physical_plan::target::{OpenTarget, WriteTarget};
 use crate::physical_plan::transaction::Commit;
 use crate::physical_plan::write::{WriteCounts, write_partition};
+use crate::physical_plan::writers::{join_writers, write_error};
 
 /// `UPDATE`: its input yields, for every updated row, the new values of all
 /// table columns followed by the old row's `_rowaddr`. The new rows are

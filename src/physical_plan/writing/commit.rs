@@ -16,13 +16,14 @@ use lance::dataset::transaction::{Operation, Transaction};
 use lance_table::format::Fragment;
 
 use crate::error::Error;
-use crate::physical_plan::target::{
-    CommitKind, OpenTarget, WriteTarget, count_batch, count_schema, decode_fragments, execute_all,
-    join_writers, one_row_properties,
-};
+use crate::physical_plan::fragment_rows::decode_fragments;
+use crate::physical_plan::inputs::execute_all;
+use crate::physical_plan::one_row::{count_batch, count_schema, one_row_properties};
+use crate::physical_plan::target::{CommitKind, OpenTarget, WriteTarget};
 use crate::physical_plan::transaction::{
     Commit, STATEMENT_PROPERTY, ensure_absent, written_fragments,
 };
+use crate::physical_plan::writers::join_writers;
 
 /// Runs every partition of its input (a [`crate::physical_plan::LanceWriteExec`]) and
 /// commits the fragments they deliver as one transaction: one statement,

@@ -3,6 +3,7 @@
 //! of a cluster's writers, and the metrics of committing nodes.
 
 pub(crate) mod commit;
+pub(crate) mod fragment_rows;
 pub(crate) mod in_flight;
 pub(crate) mod journal;
 pub(crate) mod sink;
@@ -10,3 +11,4 @@ pub(crate) mod target;
 pub(crate) mod transaction;
 pub(crate) mod write;
 pub(crate) mod write_metrics;
+pub(crate) mod writers;

@@ -1,28 +1,17 @@
-//! What a write statement writes to: shared by [`crate::physical_plan::LanceWriteExec`] and
-//! [`crate::physical_plan::LanceCommitExec`].
+//! What a write statement writes to, as plan data ([`WriteTarget`]) and
+//! opened in a task ([`OpenTarget`]), with how it commits and writes.
 
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::internal_err;
-use datafusion::common::runtime::JoinSet;
-use datafusion::error::{DataFusionError, Result as DFResult};
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::expressions::Column;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use datafusion::physical_plan::projection::ProjectionExec;
-use datafusion::physical_plan::{ExecutionPlan, Partitioning, PlanProperties};
 use lance::Dataset;
 use lance_file::version::LanceFileVersion;
 use lance_io::object_store::ObjectStoreParams;
-use lance_table::format::Fragment;
 
 use crate::config::{CommitBudget, LanceConfig, LanceTableOptions, VersionSpec};
-use crate::error::Error;
 use crate::location::{Snapshot, TableLocation};
 use crate::physical_plan::write_metrics::WriteMetrics;
 use crate::session::LanceSessionCache;
@@ -238,177 +227,4 @@ impl OpenTarget {
         self.cache
             .note_committed(&self.location.uri, &self.params, dataset);
     }
-}
-
-/// Schema of the rows [`crate::physical_plan::LanceWriteExec`] emits: one row per partition.
-pub(crate) fn fragments_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("rows", DataType::UInt64, false),
-        Field::new("fragments", DataType::Utf8, false),
-    ]))
-}
-
-/// Encodes the fragments one partition wrote.
-pub(crate) fn encode_fragments(rows: u64, fragments: &[Fragment]) -> DFResult<RecordBatch> {
-    let json =
-        serde_json::to_string(fragments).map_err(|e| DataFusionError::External(Box::new(e)))?;
-    Ok(RecordBatch::try_new(
-        fragments_schema(),
-        vec![
-            Arc::new(UInt64Array::from(vec![rows])),
-            Arc::new(StringArray::from(vec![json])),
-        ],
-    )?)
-}
-
-/// Decodes rows emitted by [`crate::physical_plan::LanceWriteExec`].
-pub(crate) fn decode_fragments(batch: &RecordBatch) -> DFResult<(u64, Vec<Fragment>)> {
-    let bad = || DataFusionError::Internal("unexpected fragment metadata batch".into());
-    let rows = batch
-        .column(0)
-        .as_any()
-        .downcast_ref::<UInt64Array>()
-        .ok_or_else(bad)?;
-    let json = batch
-        .column(1)
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .ok_or_else(bad)?;
-    let mut total = 0;
-    let mut fragments = Vec::new();
-    for i in 0..batch.num_rows() {
-        total += rows.value(i);
-        let decoded: Vec<Fragment> = serde_json::from_str(json.value(i))
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
-        fragments.extend(decoded);
-    }
-    Ok((total, fragments))
-}
-
-/// The single-row `count` batch every DML statement returns.
-pub(crate) fn count_batch(count: u64) -> DFResult<RecordBatch> {
-    Ok(RecordBatch::try_new(
-        count_schema(),
-        vec![Arc::new(UInt64Array::from(vec![count]))],
-    )?)
-}
-
-/// Schema of a DML result: one non-null `count` column.
-pub(crate) fn count_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![Field::new(
-        "count",
-        DataType::UInt64,
-        false,
-    )]))
-}
-
-/// Converts a Lance error raised while writing `target`.
-pub(crate) fn write_error(
-    target: &WriteTarget,
-    action: &'static str,
-    e: lance::Error,
-) -> DataFusionError {
-    Error::lance(action, &target.location.uri, e).into()
-}
-
-/// Waits for every writer of a statement. Each yields its result `T` and the
-/// fragments it wrote. A failing writer does not stop the others (writers
-/// share no state); once all have ended, the fragments of the successful
-/// ones are deleted and the first error returned — Lance removes a failing
-/// writer's own files — so a failed statement leaves no file behind.
-pub(crate) async fn join_writers<T: Send + 'static>(
-    mut writers: JoinSet<DFResult<(T, Vec<Fragment>)>>,
-    target: &OpenTarget,
-) -> DFResult<(Vec<T>, Vec<Fragment>)> {
-    let mut results = Vec::new();
-    let mut fragments = Vec::new();
-    let mut failure: Option<DataFusionError> = None;
-    while let Some(joined) = writers.join_next().await {
-        let result = joined.unwrap_or_else(|e| {
-            Err(DataFusionError::Execution(format!(
-                "a writer task failed: {e}"
-            )))
-        });
-        match result {
-            Ok((r, f)) => {
-                results.push(r);
-                fragments.extend(f);
-            }
-            Err(e) if failure.is_none() => failure = Some(e),
-            Err(_) => {}
-        }
-    }
-    match failure {
-        Some(e) => {
-            target.remove_files(&fragments).await;
-            Err(e)
-        }
-        None => Ok((results, fragments)),
-    }
-}
-
-/// Properties of a node that emits one row from one partition.
-pub(crate) fn one_row_properties(schema: SchemaRef) -> Arc<PlanProperties> {
-    Arc::new(PlanProperties::new(
-        EquivalenceProperties::new(schema),
-        Partitioning::UnknownPartitioning(1),
-        EmissionType::Final,
-        Boundedness::Bounded,
-    ))
-}
-
-/// Starts every partition of `input` for a node that has one partition.
-pub(crate) fn execute_all(
-    node: &str,
-    input: &Arc<dyn ExecutionPlan>,
-    partition: usize,
-    context: &Arc<TaskContext>,
-) -> DFResult<Vec<SendableRecordBatchStream>> {
-    if partition != 0 {
-        return internal_err!("{node} has one partition, {partition} requested");
-    }
-    (0..input.properties().partitioning.partition_count())
-        .map(|p| input.execute(p, Arc::clone(context)))
-        .collect()
-}
-
-/// [`execute_all`] for the rows a statement writes from: each stream ends in
-/// an error once the statement is cancelled (see [`crate::cancel`]), so the
-/// statement fails before it commits and removes what it wrote.
-pub(crate) fn execute_sources(
-    node: &str,
-    input: &Arc<dyn ExecutionPlan>,
-    partition: usize,
-    context: &Arc<TaskContext>,
-) -> DFResult<Vec<SendableRecordBatchStream>> {
-    Ok(execute_all(node, input, partition, context)?
-        .into_iter()
-        .map(|stream| crate::cancel::cancellable(stream, context))
-        .collect())
-}
-
-/// `plan` narrowed to the columns `projection` selects (table functions
-/// whose report is computed whole).
-pub(crate) fn project(
-    plan: Arc<dyn ExecutionPlan>,
-    projection: Option<&Vec<usize>>,
-) -> DFResult<Arc<dyn ExecutionPlan>> {
-    let schema = plan.schema();
-    let Some(columns) = projection else {
-        return Ok(plan);
-    };
-    if columns.iter().copied().eq(0..schema.fields().len()) {
-        return Ok(plan);
-    }
-    let exprs = columns
-        .iter()
-        .map(|&i| {
-            let name = schema.field(i).name().clone();
-            (
-                Arc::new(Column::new(&name, i)) as Arc<dyn PhysicalExpr>,
-                name,
-            )
-        })
-        .collect::<Vec<_>>();
-    Ok(Arc::new(ProjectionExec::try_new(exprs, plan)?))
 }

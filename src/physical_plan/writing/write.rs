@@ -23,9 +23,9 @@ use futures::StreamExt;
 use lance::dataset::transaction::Operation;
 use lance::dataset::{InsertBuilder, WriteDestination, WriteMode, WriteParams};
 
-use crate::physical_plan::target::{
-    OpenTarget, WriteTarget, encode_fragments, fragments_schema, write_error,
-};
+use crate::physical_plan::fragment_rows::{encode_fragments, fragments_schema};
+use crate::physical_plan::target::{OpenTarget, WriteTarget};
+use crate::physical_plan::writers::write_error;
 use crate::progress::{FRAGMENTS_WRITTEN, ROWS_WRITTEN};
 
 /// Writes every input partition as uncommitted Lance fragments (in parallel:

@@ -29,7 +29,7 @@ use lance::Dataset;
 use crate::config::VersionSpec;
 use crate::location::{TableLocation, redact_uri};
 use crate::session::LanceSessionCache;
-use crate::table::statement::{NamedTable, Statement, StatementTable};
+use crate::table::statement::{NamedTable, Pinner, Statement, StatementTable};
 
 /// SQL name of the version-history function.
 pub const VERSIONS_FUNCTION_NAME: &str = "lance_versions";
@@ -180,5 +180,13 @@ impl Statement for Metadata {
             self.kind.schema(),
             None,
         )?)
+    }
+
+    async fn pin(
+        &self,
+        _pinner: &mut dyn Pinner,
+        state: &dyn Session,
+    ) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        self.resolved(state).await
     }
 }

@@ -21,9 +21,8 @@ use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::plan_err;
-use datafusion::datasource::{TableProvider, TableType};
+use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
-use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 use lance::Dataset;
 
@@ -34,6 +33,7 @@ use crate::physical_plan::search::{SCORE_COLUMN, score_field};
 use crate::physical_plan::{SearchQuery, TextQuery};
 use crate::table::LanceTableProvider;
 use crate::table::index_rules::{ColumnIndexes, IndexKind};
+use crate::table::statement::{Pinner, Statement, StatementTable};
 
 /// SQL name of the full-text search function.
 pub const FTS_FUNCTION_NAME: &str = "lance_fts";
@@ -70,7 +70,7 @@ impl TableFunctionImpl for FtsFunction {
         for option in options {
             search.set(option, args.session())?;
         }
-        Ok(Arc::new(search))
+        Ok(StatementTable::provider(search))
     }
 }
 
@@ -220,22 +220,30 @@ fn unknown(option: &str) -> Error {
     }
 }
 
+impl FullTextSearch {
+    /// This search on `table` (pinned).
+    pub(crate) fn pinned(&self, table: Arc<LanceTableProvider>) -> Self {
+        let mut pinned = Self::new(self.name.clone(), table, self.query.clone());
+        pinned.function = self.function;
+        pinned
+    }
+}
+
 #[async_trait]
-impl TableProvider for FullTextSearch {
+impl Statement for FullTextSearch {
     fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::Temporary
+    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
+        self.scan(state, None).await
     }
 
+    /// Reads only the projected columns.
     async fn scan(
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let dataset = self.table.snapshot(state).await?;
         let query = self.prepared(&dataset).await?;
@@ -248,5 +256,14 @@ impl TableProvider for FullTextSearch {
             vec![score_field()],
             None,
         )
+    }
+
+    async fn pin(
+        &self,
+        pinner: &mut dyn Pinner,
+        _state: &dyn Session,
+    ) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        let table = pinner.table(&self.table).await?;
+        Ok(Some(StatementTable::provider(self.pinned(table))))
     }
 }

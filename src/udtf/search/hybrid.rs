@@ -20,9 +20,8 @@ use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{internal_err, plan_err};
-use datafusion::datasource::{TableProvider, TableType};
+use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
-use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::fts::FullTextSearch;
@@ -31,6 +30,7 @@ use super::{plan_search, string, with_extra};
 use crate::error::Error;
 use crate::physical_plan::search::{distance_field, relevance_field, score_field};
 use crate::physical_plan::{DEFAULT_RRF_K, HybridQuery, SearchQuery, TextQuery};
+use crate::table::statement::{Pinner, Statement, StatementTable};
 
 /// SQL name of the hybrid-search function.
 pub const HYBRID_SEARCH_FUNCTION_NAME: &str = "lance_hybrid_search";
@@ -90,7 +90,7 @@ impl TableFunctionImpl for HybridSearchFunction {
             };
             search.set(option, args.session())?;
         }
-        Ok(Arc::new(search))
+        Ok(StatementTable::provider(search))
     }
 }
 
@@ -171,21 +171,20 @@ fn unknown(option: &str) -> Error {
 }
 
 #[async_trait]
-impl TableProvider for HybridSearch {
+impl Statement for HybridSearch {
     fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::Temporary
+    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
+        self.scan(state, None).await
     }
 
+    /// Reads only the projected columns.
     async fn scan(
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let table = &self.vector.table;
         let dataset = table.snapshot(state).await?;
@@ -207,5 +206,19 @@ impl TableProvider for HybridSearch {
             vec![distance_field(), score_field(), relevance_field()],
             None,
         )
+    }
+
+    /// Both halves read one version.
+    async fn pin(
+        &self,
+        pinner: &mut dyn Pinner,
+        _state: &dyn Session,
+    ) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        let table = pinner.table(&self.vector.table).await?;
+        let vector = self.vector.pinned(Arc::clone(&table), pinner).await?;
+        let text = self.text.pinned(table);
+        Ok(Some(StatementTable::provider(Self::new(
+            vector, text, self.rrf_k,
+        ))))
     }
 }

@@ -23,7 +23,7 @@ use lance::Dataset;
 
 pub(crate) use super::string;
 use crate::location::{Snapshot, redact_uri};
-use crate::physical_plan::target::project;
+use crate::physical_plan::inputs::project;
 use crate::physical_plan::{LanceSearchExec, SearchQuery};
 use crate::table::LanceTableProvider;
 use crate::table::index_rules::ColumnIndexes;

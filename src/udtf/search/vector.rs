@@ -33,7 +33,7 @@ use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{ScalarValue, plan_err};
 use datafusion::dataframe::DataFrame;
-use datafusion::datasource::{TableProvider, TableType, source_as_provider};
+use datafusion::datasource::{TableProvider, source_as_provider};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{Expr, LogicalPlan};
@@ -45,15 +45,10 @@ use crate::config::parse_bool;
 use crate::error::Error;
 use crate::physical_plan::RELEVANCE_COLUMN;
 use crate::physical_plan::search::{DISTANCE_COLUMN, SCORE_COLUMN, distance_field};
-use crate::physical_plan::{
-    IndexChange, Metric, OptimizeOptions, SchemaChange, SearchQuery, TagChange, VacuumOptions,
-    VectorQuery,
-};
+use crate::physical_plan::{Metric, SearchQuery, VectorQuery};
 use crate::table::LanceTableProvider;
-use crate::table::dml::LanceDml;
 use crate::table::index_rules::ColumnIndexes;
-use crate::table::merge::LanceMerge;
-use crate::table::statement::{Maintain, statement_of};
+use crate::table::statement::{Pinner, Statement, StatementTable, statement};
 
 /// SQL name of the vector-search function.
 pub const VECTOR_SEARCH_FUNCTION_NAME: &str = "lance_vector_search";
@@ -119,7 +114,7 @@ impl TableFunctionImpl for VectorSearchFunction {
             };
             search.set(option, args.session())?;
         }
-        Ok(Arc::new(search))
+        Ok(StatementTable::provider(search))
     }
 }
 
@@ -392,22 +387,40 @@ fn unknown(option: &str) -> Error {
     }
 }
 
+impl VectorSearch {
+    /// This search on `table` (pinned), its subquery vector fixed too.
+    pub(crate) async fn pinned(
+        &self,
+        table: Arc<LanceTableProvider>,
+        pinner: &mut dyn Pinner,
+    ) -> DFResult<Self> {
+        let vector = match &self.vector {
+            QueryVector::Subquery(plan) => {
+                QueryVector::Subquery(Arc::new(pinner.plan(plan).await?))
+            }
+            literal => literal.clone(),
+        };
+        let mut pinned = Self::new(self.name.clone(), table, vector, self.query.clone());
+        pinned.function = self.function;
+        Ok(pinned)
+    }
+}
+
 #[async_trait]
-impl TableProvider for VectorSearch {
+impl Statement for VectorSearch {
     fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
     }
 
-    fn table_type(&self) -> TableType {
-        TableType::Temporary
+    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
+        self.scan(state, None).await
     }
 
+    /// Reads only the projected columns.
     async fn scan(
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let dataset = self.table.snapshot(state).await?;
         let (query, postfilter) = self.prepared(state, &dataset).await?;
@@ -421,7 +434,19 @@ impl TableProvider for VectorSearch {
             postfilter,
         )
     }
+
+    async fn pin(
+        &self,
+        pinner: &mut dyn Pinner,
+        _state: &dyn Session,
+    ) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        let table = pinner.table(&self.table).await?;
+        Ok(Some(StatementTable::provider(
+            self.pinned(table, pinner).await?,
+        )))
+    }
 }
+
 /// An error unless the query vector has the column's dimension.
 fn check_dimension(
     function: &str,
@@ -444,19 +469,11 @@ fn check_dimension(
 /// Whether `plan` scans a statement that changes a table (DML, a merge, a
 /// maintenance function).
 fn changes_tables(plan: &LogicalPlan) -> bool {
-    let changes = |provider: &dyn TableProvider| {
-        statement_of::<LanceDml>(provider).is_some()
-            || statement_of::<LanceMerge>(provider).is_some()
-            || statement_of::<Maintain<VacuumOptions>>(provider).is_some()
-            || statement_of::<Maintain<TagChange>>(provider).is_some()
-            || statement_of::<Maintain<OptimizeOptions>>(provider).is_some()
-            || statement_of::<Maintain<IndexChange>>(provider).is_some()
-            || statement_of::<Maintain<SchemaChange>>(provider).is_some()
-    };
     plan.exists(|node| {
         Ok(match node {
             LogicalPlan::TableScan(scan) => source_as_provider(&scan.source)
-                .map(|p| changes(p.as_ref()))
+                .ok()
+                .and_then(|p| statement(p.as_ref()).map(|s| s.changes_tables()))
                 .unwrap_or(false),
             LogicalPlan::Dml(_) | LogicalPlan::Copy(_) | LogicalPlan::Ddl(_) => true,
             _ => false,
