@@ -191,6 +191,19 @@ fn integrations_are_behind_features() {
             "{dependency} is enabled by {enabling:?}"
         );
     }
+    // The REST namespace server (only the tests run one) is a feature too.
+    let namespaces = dependencies
+        .lines()
+        .find(|l| l.starts_with("lance-namespace-impls = "))
+        .expect("lance-namespace-impls is a dependency");
+    assert!(
+        !namespaces.contains("rest-adapter"),
+        "the REST server is not optional: {namespaces}"
+    );
+    assert!(
+        features.contains("rest-server = [\"lance-namespace-impls/rest-adapter\"]"),
+        "no rest-server feature"
+    );
     for binary in ["lance-sql", "lance-cluster"] {
         let section = manifest
             .split("[[bin]]")
