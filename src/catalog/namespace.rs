@@ -2,13 +2,12 @@
 //! plain data), how to reach it, and how its answers and errors read in SQL
 //! terms.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use lance_namespace::LanceNamespace;
 use lance_namespace::error::{ErrorCode, NamespaceError};
-use lance_namespace_impls::{DirectoryNamespaceBuilder, RestNamespaceBuilder};
 
 use crate::error::{Error, Result};
 use crate::location::{REST_PREFIX, normalize_uri, redact_uri};
@@ -110,10 +109,13 @@ impl NamespaceSpec {
     }
 
     /// Opens the namespace through the Lance session of `cache`.
+    #[cfg(feature = "namespaces")]
     pub(crate) async fn connect(
         &self,
         cache: &LanceSessionCache,
     ) -> Result<Arc<dyn LanceNamespace>> {
+        use lance_namespace_impls::{DirectoryNamespaceBuilder, RestNamespaceBuilder};
+        use std::collections::HashMap;
         if self.kind == NamespaceKind::Rest {
             let mut properties: HashMap<String, String> = self
                 .storage_options
@@ -134,6 +136,19 @@ impl NamespaceSpec {
             .await
             .map_err(|e| self.error("opening the namespace at", e))?;
         Ok(Arc::new(namespace))
+    }
+
+    /// Without the `namespaces` feature there is no client for a namespace.
+    #[cfg(not(feature = "namespaces"))]
+    pub(crate) async fn connect(
+        &self,
+        _cache: &LanceSessionCache,
+    ) -> Result<Arc<dyn LanceNamespace>> {
+        Err(Error::not_supported(format!(
+            "Lance namespace '{}': this build of datafusion-lance has no namespace \
+             client; enable the `namespaces` feature",
+            self.display_root()
+        )))
     }
 
     /// The full location of a table stored at `relative` under the root of

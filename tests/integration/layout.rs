@@ -171,6 +171,7 @@ fn integrations_are_behind_features() {
         ("rustyline", "cli"),
         ("clap", "cli"),
         ("tracing-subscriber", "cli"),
+        ("lance-namespace-impls", "namespaces"),
     ] {
         let line = dependencies
             .lines()
@@ -201,7 +202,7 @@ fn integrations_are_behind_features() {
         "the REST server is not optional: {namespaces}"
     );
     assert!(
-        features.contains("rest-server = [\"lance-namespace-impls/rest-adapter\"]"),
+        features.contains("rest-server = [\"namespaces\", \"lance-namespace-impls/rest-adapter\"]"),
         "no rest-server feature"
     );
     for binary in ["lance-sql", "lance-cluster"] {
