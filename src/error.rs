@@ -261,6 +261,26 @@ impl Error {
         }
     }
 
+    /// `self` with `context: ` before its message, keeping its variant where
+    /// the variant is a message (an option error becomes
+    /// [`Error::InvalidInput`]; errors with a source are kept as they are).
+    pub(crate) fn prefixed(self, context: &str) -> Self {
+        let with = |message: String| format!("{context}: {message}");
+        match self {
+            Self::NotFound { message } => Self::not_found(with(message)),
+            Self::AlreadyExists { message } => Self::already_exists(with(message)),
+            Self::ReadOnly { message } => Self::read_only(with(message)),
+            Self::SchemaMismatch { message } => Self::schema_mismatch(with(message)),
+            Self::NotSupported { message } => Self::not_supported(with(message)),
+            Self::InvalidInput { message } => Self::invalid_input(with(message)),
+            Self::Namespace { message } => Self::namespace(with(message)),
+            e @ (Self::UnknownOption { .. } | Self::InvalidOption { .. }) => {
+                Self::invalid_input(with(e.to_string()))
+            }
+            other => other,
+        }
+    }
+
     /// This crate's error inside `error`, as a statement run through
     /// DataFusion returns it (behind `External`, `Context`, `Diagnostic` or
     /// `Shared`), for a caller to match:
@@ -289,6 +309,16 @@ impl Error {
         }
     }
 }
+
+/// `Err` of the crate's [`Error`] of kind `$kind` (the name of its shorthand
+/// constructor: `not_found`, `invalid_input`, …) with a `format!` message,
+/// converted into the caller's error type: this crate's `plan_err!`.
+macro_rules! fail {
+    ($kind:ident, $($arg:tt)+) => {
+        Err($crate::error::Error::$kind(format!($($arg)+)).into())
+    };
+}
+pub(crate) use fail;
 
 /// A Lance error's message without the source locations Lance appends
 /// (`, /path/to/lance-x.y.z/src/file.rs:12:34`): users get no build paths.

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
+use datafusion::common::Statistics;
 use datafusion::common::file_options::file_type::GetExt;
-use datafusion::common::{Statistics, not_impl_err};
 use datafusion::datasource::file_format::file_compression_type::FileCompressionType;
 use datafusion::datasource::file_format::{FileFormat, FileFormatFactory};
 use datafusion::datasource::physical_plan::{
@@ -34,7 +34,7 @@ use datafusion::physical_plan::expressions::{CastExpr, Column};
 use datafusion::physical_plan::projection::ProjectionExec;
 
 use crate::config::{LanceConfig, LanceTableOptions};
-use crate::error::Error;
+use crate::error::{Error, fail};
 use crate::location::{REST_PREFIX, TableLocation, normalize_uri, redact_uri};
 use crate::physical_plan::transaction::ensure_absent;
 use crate::physical_plan::{CommitKind, LanceCommitExec, LanceWriteExec, WriteTarget};
@@ -133,7 +133,7 @@ impl FileFormat for LanceFormat {
         _store: &Arc<dyn ObjectStore>,
         _objects: &[ObjectMeta],
     ) -> DFResult<SchemaRef> {
-        not_impl_err!("{READ_HINT}")
+        fail!(not_supported, "{READ_HINT}")
     }
 
     async fn infer_stats(
@@ -143,7 +143,7 @@ impl FileFormat for LanceFormat {
         _table_schema: SchemaRef,
         _object: &ObjectMeta,
     ) -> DFResult<Statistics> {
-        not_impl_err!("{READ_HINT}")
+        fail!(not_supported, "{READ_HINT}")
     }
 
     async fn create_physical_plan(
@@ -151,7 +151,7 @@ impl FileFormat for LanceFormat {
         _state: &dyn Session,
         _conf: FileScanConfig,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        not_impl_err!("{READ_HINT}")
+        fail!(not_supported, "{READ_HINT}")
     }
 
     async fn create_writer_physical_plan(

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
 use datafusion::catalog::TableProvider;
-use datafusion::common::{SchemaReference, TableReference, plan_err};
+use datafusion::common::{SchemaReference, TableReference};
 use datafusion::datasource::file_format::format_as_file_type;
 use datafusion::datasource::provider_as_source;
 use datafusion::error::Result as DFResult;
@@ -37,7 +37,7 @@ use lance_namespace::error::ErrorCode;
 
 use super::namespace::{NamespaceKind, code, is_not_found};
 use crate::config::LanceTableOptions;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, fail};
 use crate::format::LanceFormatFactory;
 use crate::location::redact_uri;
 use crate::name::{NameKind, check_new};
@@ -101,18 +101,21 @@ async fn plan_create(
     };
     let full = format!("{catalog}.{schema}.{table}");
     if create.temporary {
-        return plan_err!(
+        return fail!(
+            not_supported,
             "CREATE TEMPORARY TABLE {full}: Lance catalog tables are never temporary"
         );
     }
     if !create.constraints.is_empty() {
-        return plan_err!(
+        return fail!(
+            not_supported,
             "CREATE TABLE {full}: constraints (PRIMARY KEY, UNIQUE) are not supported in a Lance \
              catalog yet; create the table without them"
         );
     }
     if !create.column_defaults.is_empty() {
-        return plan_err!(
+        return fail!(
+            not_supported,
             "CREATE TABLE {full}: DEFAULT values are not supported in a Lance catalog yet; add \
              them with ALTER TABLE ... ADD COLUMN ... DEFAULT"
         );
@@ -123,7 +126,8 @@ async fn plan_create(
             return Ok(Some(LogicalPlanBuilder::empty(false).build()?));
         }
         if !create.or_replace {
-            return plan_err!(
+            return fail!(
+                already_exists,
                 "CREATE TABLE {full}: the table already exists (at '{}'); use CREATE TABLE IF \
                  NOT EXISTS, CREATE OR REPLACE TABLE or INSERT INTO",
                 redact_uri(&entry.location)
@@ -133,7 +137,8 @@ async fn plan_create(
         // ones are committed.
         let provider: Arc<dyn TableProvider> = Arc::new(lake.open(&schema, &table, &entry).await?);
         if provider.schema().fields() != input.schema().as_arrow().fields() {
-            return plan_err!(
+            return fail!(
+                schema_mismatch,
                 "CREATE OR REPLACE TABLE {full}: the new columns differ from the table's, which \
                  Lance cannot replace in one version; DROP TABLE {full} first"
             );
@@ -161,7 +166,8 @@ async fn plan_create(
         // The server names the location when the statement runs.
         NamespaceKind::Rest => {
             if schema.contains(REST_DELIMITER) || table.contains(REST_DELIMITER) {
-                return plan_err!(
+                return fail!(
+                    not_supported,
                     "CREATE TABLE {full}: names in a Lance REST namespace cannot contain \
                      '{REST_DELIMITER}'"
                 );

@@ -15,7 +15,6 @@ use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider};
-use datafusion::common::exec_err;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DFResult;
 use datafusion::prelude::SessionContext;
@@ -23,7 +22,7 @@ use lance_namespace::LanceNamespace;
 use lance_namespace::models::{DescribeTableRequest, ListNamespacesRequest, ListTablesRequest};
 
 use super::namespace::{NamespaceSpec, is_not_found};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, fail};
 use crate::name::{NameKind, can_look_up, check_new};
 use crate::session::LanceSessionCache;
 use crate::table::LanceTableProvider;
@@ -222,7 +221,8 @@ impl CatalogProvider for LanceCatalog {
         name: &str,
         _schema: Arc<dyn SchemaProvider>,
     ) -> DFResult<Option<Arc<dyn SchemaProvider>>> {
-        exec_err!(
+        fail!(
+            not_supported,
             "CREATE SCHEMA {}.{name}: schemas of the Lance catalog '{}' are created by lance_sql \
              or lance-sql (DataFusion's own planner would make an in-memory schema)",
             self.lake.name,
@@ -235,7 +235,8 @@ impl CatalogProvider for LanceCatalog {
         name: &str,
         _cascade: bool,
     ) -> DFResult<Option<Arc<dyn SchemaProvider>>> {
-        exec_err!(
+        fail!(
+            not_supported,
             "DROP SCHEMA {}.{name}: schemas of the Lance catalog '{}' are dropped by lance_sql \
              or lance-sql",
             self.lake.name,
@@ -275,7 +276,8 @@ impl SchemaProvider for LanceSchema {
         name: String,
         _table: Arc<dyn TableProvider>,
     ) -> DFResult<Option<Arc<dyn TableProvider>>> {
-        exec_err!(
+        fail!(
+            not_supported,
             "CREATE TABLE {}.{}.{name}: tables of the Lance catalog '{}' are created by lance_sql \
              or lance-sql (DataFusion's own planner would make an in-memory table)",
             self.lake.name,
@@ -285,7 +287,8 @@ impl SchemaProvider for LanceSchema {
     }
 
     fn deregister_table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
-        exec_err!(
+        fail!(
+            not_supported,
             "DROP TABLE {}.{}.{name}: tables of the Lance catalog '{}' are dropped by lance_sql \
              or lance-sql",
             self.lake.name,

@@ -22,7 +22,7 @@ use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::compute::can_cast_types;
 use datafusion::arrow::datatypes::{DataType, Schema};
 use datafusion::common::tree_node::TreeNode;
-use datafusion::common::{DFSchema, Result as DFResult, ScalarValue, TableReference, plan_err};
+use datafusion::common::{DFSchema, Result as DFResult, ScalarValue, TableReference};
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::{TableProvider, provider_as_source, source_as_provider};
 use datafusion::execution::session_state::SessionState;
@@ -37,6 +37,7 @@ use datafusion::sql::sqlparser::ast::{
     DataType as SqlType, Expr as SqlExpr, ExprWithAlias, GeneratedExpressionMode, Statement, Value,
 };
 
+use crate::error::{Error, fail};
 use crate::physical_plan::alter::default_text;
 use crate::physical_plan::{NewValues, SchemaChange};
 use crate::session::LanceSessionCache;
@@ -60,7 +61,8 @@ pub(crate) async fn plan_alter_table(
         return Ok(None);
     };
     if !lance.version_spec().is_latest() {
-        return plan_err!(
+        return fail!(
+            read_only,
             "ALTER TABLE '{reference}': the table is pinned to {} and is read-only; register \
              the table without 'lance.version'/'lance.tag' to change it",
             lance.version_spec()
@@ -104,15 +106,20 @@ impl Planner<'_> {
     fn change(&self, alter: &AlterTable) -> DFResult<SchemaChange> {
         let t = self.reference;
         if alter.only || alter.location.is_some() || alter.on_cluster.is_some() {
-            return plan_err!(
+            return fail!(
+                not_supported,
                 "ALTER TABLE '{t}': Lance tables take no ONLY, SET LOCATION or ON CLUSTER"
             );
         }
         if alter.table_type.is_some() {
-            return plan_err!("ALTER TABLE '{t}' is a Lance table: use ALTER TABLE");
+            return fail!(
+                invalid_input,
+                "ALTER TABLE '{t}' is a Lance table: use ALTER TABLE"
+            );
         }
         let [operation] = alter.operations.as_slice() else {
-            return plan_err!(
+            return fail!(
+                not_supported,
                 "ALTER TABLE '{t}': one change per statement (each commits one version); got {}",
                 alter.operations.len()
             );
@@ -127,7 +134,8 @@ impl Planner<'_> {
                 ..
             } => {
                 if column_position.is_some() {
-                    return plan_err!(
+                    return fail!(
+                        not_supported,
                         "ALTER TABLE '{t}': Lance adds columns last (no FIRST / AFTER)"
                     );
                 }
@@ -140,10 +148,14 @@ impl Planner<'_> {
                 ..
             } => {
                 let [column] = column_names.as_slice() else {
-                    return plan_err!("ALTER TABLE '{t}': drop one column per statement");
+                    return fail!(
+                        not_supported,
+                        "ALTER TABLE '{t}': drop one column per statement"
+                    );
                 };
                 if drop_behavior.is_some() {
-                    return plan_err!(
+                    return fail!(
+                        not_supported,
                         "ALTER TABLE '{t}': Lance columns take no CASCADE or RESTRICT"
                     );
                 }
@@ -164,7 +176,8 @@ impl Planner<'_> {
                 match op {
                     AlterColumnOperation::DropNotNull => SchemaChange::DropNotNull { column },
                     AlterColumnOperation::SetNotNull => {
-                        return plan_err!(
+                        return fail!(
+                            not_supported,
                             "ALTER TABLE '{t}' column '{column}': Lance cannot make a column NOT NULL"
                         );
                     }
@@ -172,7 +185,7 @@ impl Planner<'_> {
                         let data_type = match schema.field_with_name(&column) {
                             Ok(field) => field.data_type().clone(),
                             Err(_) => {
-                                return plan_err!("ALTER TABLE '{t}': no column '{column}'");
+                                return fail!(not_found, "ALTER TABLE '{t}': no column '{column}'");
                             }
                         };
                         // SET DEFAULT NULL: what DROP DEFAULT gives.
@@ -190,7 +203,8 @@ impl Planner<'_> {
                         data_type, using, ..
                     } => {
                         if using.is_some() {
-                            return plan_err!(
+                            return fail!(
+                                not_supported,
                                 "ALTER TABLE '{t}' column '{column}': Lance converts types itself \
                                  (no USING)"
                             );
@@ -201,7 +215,8 @@ impl Planner<'_> {
                         }
                     }
                     AlterColumnOperation::AddGenerated { .. } => {
-                        return plan_err!(
+                        return fail!(
+                            not_supported,
                             "ALTER TABLE '{t}' column '{column}': Lance has no identity columns"
                         );
                     }
@@ -209,13 +224,15 @@ impl Planner<'_> {
             }
             AlterTableOperation::RenameTable { .. } => {
                 return match crate::catalog::lance_catalog_of(self.state, t) {
-                    Some(lake) => plan_err!(
+                    Some(lake) => fail!(
+                        not_supported,
                         "ALTER TABLE '{t}' RENAME: the Lance catalog '{}' is a directory \
                          namespace, which cannot rename tables (lance-namespace 14.0.2); use \
                          CREATE TABLE ... AS SELECT * FROM {t} and DROP TABLE {t}",
                         lake.name
                     ),
-                    None => plan_err!(
+                    None => fail!(
+                        not_supported,
                         "ALTER TABLE '{t}' RENAME: a registered Lance table is renamed by \
                          registering its location again under the new name (CREATE EXTERNAL \
                          TABLE) and dropping the old registration; the data stays where it is"
@@ -223,7 +240,8 @@ impl Planner<'_> {
                 };
             }
             other => {
-                return plan_err!(
+                return fail!(
+                    not_supported,
                     "ALTER TABLE '{t}': '{other}' is not supported on Lance tables; use ADD \
                      COLUMN, DROP COLUMN, RENAME COLUMN or ALTER COLUMN (TYPE, DROP NOT NULL, \
                      SET DEFAULT, DROP DEFAULT)"
@@ -237,16 +255,23 @@ impl Planner<'_> {
                 column,
                 if_not_exists: false,
                 ..
-            } if has(column) => plan_err!("ALTER TABLE '{t}': column '{column}' exists"),
+            } if has(column) => fail!(
+                already_exists,
+                "ALTER TABLE '{t}': column '{column}' exists"
+            ),
             SchemaChange::AddColumn { .. }
             | SchemaChange::DropColumn {
                 if_exists: true, ..
             } => Ok(change),
             SchemaChange::RenameColumn { from, to } if has(from) && has(to) => {
-                plan_err!("ALTER TABLE '{t}': column '{to}' exists")
+                fail!(already_exists, "ALTER TABLE '{t}': column '{to}' exists")
             }
             other if !has(other.column()) => {
-                plan_err!("ALTER TABLE '{t}': no column '{}'", other.column())
+                fail!(
+                    not_found,
+                    "ALTER TABLE '{t}': no column '{}'",
+                    other.column()
+                )
             }
             _ => Ok(change),
         }
@@ -286,14 +311,16 @@ impl Planner<'_> {
                     ..
                 } => NewValues::Computed(self.computed(&column, expr, &data_type)?),
                 other => {
-                    return plan_err!(
+                    return fail!(
+                        not_supported,
                         "ALTER TABLE '{t}' column '{column}': '{other}' is not supported; a new \
                          column takes NULL / NOT NULL, DEFAULT <constant> or AS (<expression>)"
                     );
                 }
             };
             if values != NewValues::Null {
-                return plan_err!(
+                return fail!(
+                    invalid_input,
                     "ALTER TABLE '{t}' column '{column}': give DEFAULT or AS (<expression>), \
                      not both"
                 );
@@ -301,7 +328,8 @@ impl Planner<'_> {
             values = next;
         }
         if !nullable && values == NewValues::Null {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "ALTER TABLE '{t}' column '{column}': a NOT NULL column needs a DEFAULT or AS \
                  (<expression>) for the existing rows"
             );
@@ -345,14 +373,15 @@ impl Planner<'_> {
     fn constant(&self, column: &str, sql: &SqlExpr, data_type: &DataType) -> DFResult<ScalarValue> {
         let t = self.reference;
         let schema = DFSchema::empty();
-        let expr = self.plan_expr(sql, &schema).or_else(|e| {
-            plan_err!(
+        let expr = self.plan_expr(sql, &schema).map_err(|e| {
+            Error::invalid_input(format!(
                 "ALTER TABLE '{t}' column '{column}': DEFAULT {sql} must be a constant \
                  (compute values from other columns with AS (<expression>)): {e}"
-            )
+            ))
         })?;
         if !expr.column_refs().is_empty() {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "ALTER TABLE '{t}' column '{column}': DEFAULT takes a constant; compute values \
                  from other columns with AS (<expression>)"
             );
@@ -366,13 +395,14 @@ impl Planner<'_> {
         )?;
         let value = physical.evaluate(&one_row)?.into_array(1)?;
         let value = ScalarValue::try_from_array(&value, 0)?;
-        let value = value.cast_to(data_type).or_else(|e| {
-            plan_err!(
+        let value = value.cast_to(data_type).map_err(|e| {
+            Error::schema_mismatch(format!(
                 "ALTER TABLE '{t}' column '{column}': DEFAULT {value} is not a {data_type}: {e}"
-            )
+            ))
         })?;
         if !value.is_null() && default_text(&value).is_none() {
-            return plan_err!(
+            return fail!(
+                schema_mismatch,
                 "ALTER TABLE '{t}' column '{column}': a DEFAULT of type {data_type} cannot be stored"
             );
         }
@@ -384,9 +414,11 @@ impl Planner<'_> {
     fn computed(&self, column: &str, sql: &SqlExpr, data_type: &DataType) -> DFResult<Expr> {
         let t = self.reference;
         let schema = DFSchema::try_from(self.table.schema().as_ref().clone())?;
-        let expr = self
-            .plan_expr(sql, &schema)
-            .or_else(|e| plan_err!("ALTER TABLE '{t}' column '{column}': AS ({sql}): {e}"))?;
+        let expr = self.plan_expr(sql, &schema).map_err(|e| {
+            Error::invalid_input(format!(
+                "ALTER TABLE '{t}' column '{column}': AS ({sql}): {e}"
+            ))
+        })?;
         let expr = coerce(expr, &schema)?;
         let per_row = !expr.exists(|e| {
             Ok(matches!(
@@ -399,7 +431,8 @@ impl Planner<'_> {
             ))
         })?;
         if !per_row {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "ALTER TABLE '{t}' column '{column}': AS ({sql}) must compute each row from that \
                  row's columns (no aggregates, window functions or subqueries)"
             );
@@ -407,14 +440,15 @@ impl Planner<'_> {
         // Planned now against the table's columns, so an expression that
         // cannot run per row (an aggregate, a subquery) fails before any
         // row is read, also on an empty table.
-        create_physical_expr(&expr, &schema, self.state.execution_props()).or_else(|e| {
-            plan_err!(
+        create_physical_expr(&expr, &schema, self.state.execution_props()).map_err(|e| {
+            Error::invalid_input(format!(
                 "ALTER TABLE '{t}' column '{column}': AS ({sql}) cannot be computed row by row: {e}"
-            )
+            ))
         })?;
         let from = expr.get_type(&schema)?;
         if !can_cast_types(&from, data_type) {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "ALTER TABLE '{t}' column '{column}': AS ({sql}) gives {from}, which does not \
                  cast to {data_type}"
             );

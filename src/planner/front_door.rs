@@ -22,7 +22,6 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use datafusion::common::plan_err;
 use datafusion::dataframe::DataFrame;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
@@ -41,6 +40,7 @@ use super::index::plan_index_statement;
 use super::merge_into::{mark_stars, plan_merge_into};
 use super::time_travel::{self, AS_OF_FUNCTION_NAME, PinnedRelations};
 use crate::catalog::{plan_catalog_ddl, refresh_catalogs_of};
+use crate::error::fail;
 use crate::table::lookup::prefetch;
 use crate::udtf::{
     FTS_FUNCTION_NAME, HYBRID_SEARCH_FUNCTION_NAME, ROWS_FUNCTION_NAME, VECTOR_SEARCH_FUNCTION_NAME,
@@ -118,7 +118,7 @@ async fn intercept(state: &SessionState, sql: &str, parse_theirs: bool) -> DFRes
     let (refresh, statement, ours, searches) = {
         let name = state.config_options().sql_parser.dialect;
         let Some(dialect) = dialect_from_str(name) else {
-            return plan_err!("unknown SQL dialect '{name}'");
+            return fail!(invalid_input, "unknown SQL dialect '{name}'");
         };
         let Ok(tokens) = Tokenizer::new(dialect.as_ref(), sql).tokenize_with_location() else {
             return Ok(Intercepted::Unparsed);

@@ -13,7 +13,7 @@
 //! `lance_create_index` and `lance_drop_index`. Statements on tables that
 //! are not Lance tables are left to DataFusion.
 
-use datafusion::common::{DataFusionError, Result as DFResult, TableReference, plan_err};
+use datafusion::common::{Result as DFResult, TableReference};
 use datafusion::datasource::{TableProvider, provider_as_source};
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
@@ -22,6 +22,7 @@ use datafusion::sql::sqlparser::ast::{
     CreateIndex, Expr as SqlExpr, IndexOption, IndexType, ObjectName, ObjectType, Statement, Value,
 };
 
+use crate::error::{Error, fail};
 use crate::physical_plan::{IndexChange, IndexDefinition, IndexMethod};
 use crate::session::LanceSessionCache;
 use crate::table::LanceTableProvider;
@@ -47,7 +48,10 @@ pub(crate) async fn plan_index_statement(
             object_type: ObjectType::Index,
             ..
         } => {
-            return plan_err!("DROP INDEX: name the table too: DROP INDEX <name> ON <table>");
+            return fail!(
+                invalid_input,
+                "DROP INDEX: name the table too: DROP INDEX <name> ON <table>"
+            );
         }
         _ => return Ok(None),
     };
@@ -70,10 +74,14 @@ pub(crate) async fn plan_index_statement(
             ..
         } => {
             let [name] = names.as_slice() else {
-                return plan_err!("DROP INDEX on '{reference}': drop one index at a time");
+                return fail!(
+                    not_supported,
+                    "DROP INDEX on '{reference}': drop one index at a time"
+                );
             };
             if *cascade || *restrict || *purge || *temporary {
-                return plan_err!(
+                return fail!(
+                    not_supported,
                     "DROP INDEX {name} on '{reference}': Lance indices take no CASCADE, \
                      RESTRICT, PURGE or TEMPORARY"
                 );
@@ -133,10 +141,14 @@ fn create_change(
         ),
     ];
     if let Some((_, clause)) = unsupported.iter().find(|(present, _)| *present) {
-        return plan_err!("CREATE INDEX on '{reference}': Lance indices have no {clause} clause");
+        return fail!(
+            not_supported,
+            "CREATE INDEX on '{reference}': Lance indices have no {clause} clause"
+        );
     }
     let [column] = create.columns.as_slice() else {
-        return plan_err!(
+        return fail!(
+            not_supported,
             "CREATE INDEX on '{reference}': Lance indexes one column; got {}",
             create.columns.len()
         );
@@ -144,26 +156,31 @@ fn create_change(
     let column = match &column.column.expr {
         SqlExpr::Identifier(ident) => idents.normalize(ident.clone()),
         other => {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "CREATE INDEX on '{reference}': index a column by name, not '{other}'"
             );
         }
     };
     if lance.schema().field_with_name(&column).is_err() {
-        return plan_err!("CREATE INDEX on '{reference}': no column '{column}'");
+        return fail!(
+            not_found,
+            "CREATE INDEX on '{reference}': no column '{column}'"
+        );
     }
     let mut using = create.using.clone();
     for option in &create.index_options {
         match option {
             IndexOption::Using(kind) => using = Some(kind.clone()),
             other => {
-                return plan_err!("CREATE INDEX on '{reference}': '{other}' is not supported");
+                return fail!(
+                    not_supported,
+                    "CREATE INDEX on '{reference}': '{other}' is not supported"
+                );
             }
         }
     }
-    let in_statement = |e: crate::error::Error| {
-        DataFusionError::Plan(format!("CREATE INDEX on '{reference}': {e}"))
-    };
+    let in_statement = |e: Error| e.prefixed(&format!("CREATE INDEX on '{reference}'"));
     let method = match using {
         None => IndexMethod::BTree,
         Some(kind) => IndexMethod::parse(&index_type_name(&kind)).map_err(in_statement)?,
@@ -171,7 +188,7 @@ fn create_change(
     let mut options = Vec::new();
     for expr in &create.with {
         options.push(with_option(expr).ok_or_else(|| {
-            DataFusionError::Plan(format!(
+            Error::invalid_input(format!(
                 "CREATE INDEX on '{reference}': WITH takes <key> = <value> pairs; got '{expr}'"
             ))
         })?);
@@ -199,9 +216,12 @@ fn index_name(name: &ObjectName, idents: &IdentNormalizer) -> DFResult<String> {
     match name.0.as_slice() {
         [part] => match part.as_ident() {
             Some(ident) => Ok(idents.normalize(ident.clone())),
-            None => plan_err!("'{name}' is not an index name"),
+            None => fail!(not_found, "'{name}' is not an index name"),
         },
-        _ => plan_err!("index names are not qualified: '{name}'; name the table with ON <table>"),
+        _ => fail!(
+            invalid_input,
+            "index names are not qualified: '{name}'; name the table with ON <table>"
+        ),
     }
 }
 

@@ -10,7 +10,7 @@
 //! plan only; the merge runs when the statement executes, so `EXPLAIN` never
 //! writes.
 
-use datafusion::common::{DFSchema, ScalarValue, plan_err};
+use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::datasource::provider_as_source;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::planner::{
@@ -21,6 +21,7 @@ use datafusion::sql::sqlparser::ast::{
     self, FunctionArg, FunctionArgExpr, TableFactor, TableFunctionArgs,
 };
 
+use crate::error::fail;
 use crate::table::merge::{LanceMerge, MERGE_FUNCTION_NAME, MergeOptions};
 use crate::table::statement::StatementTable;
 
@@ -51,17 +52,24 @@ impl RelationPlanner for LanceMergePlanner {
             "usage: {MERGE_FUNCTION_NAME}('<table>', (<query>), '<key>[,<key>...]' [, '<option>=<value>' ...])"
         );
         if args.len() < 3 {
-            return plan_err!("{MERGE_FUNCTION_NAME} takes at least 3 arguments; {usage}");
+            return fail!(
+                invalid_input,
+                "{MERGE_FUNCTION_NAME} takes at least 3 arguments; {usage}"
+            );
         }
         let mut strings = Vec::new();
         let mut source = None;
         for (i, arg) in args.iter().enumerate() {
             let FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) = arg else {
-                return plan_err!("{MERGE_FUNCTION_NAME}: unsupported argument {arg}; {usage}");
+                return fail!(
+                    invalid_input,
+                    "{MERGE_FUNCTION_NAME}: unsupported argument {arg}; {usage}"
+                );
             };
             if i == 1 {
                 let ast::Expr::Subquery(query) = expr else {
-                    return plan_err!(
+                    return fail!(
+                        invalid_input,
                         "{MERGE_FUNCTION_NAME}: the second argument must be a query in parentheses, \
                          e.g. (SELECT * FROM src); {usage}"
                     );
@@ -83,7 +91,8 @@ impl RelationPlanner for LanceMergePlanner {
                     _,
                 ) => strings.push(s),
                 _ => {
-                    return plan_err!(
+                    return fail!(
+                        invalid_input,
                         "{MERGE_FUNCTION_NAME}: argument {} must be a string literal; {usage}",
                         i + 1
                     );

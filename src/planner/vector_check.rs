@@ -2,10 +2,11 @@
 //! dimension fails naming the column, before DataFusion's constant folding
 //! reports an anonymous cast error.
 
+use crate::error::fail;
 use datafusion::arrow::array::Array;
 use datafusion::arrow::datatypes::DataType;
+use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
-use datafusion::common::{ScalarValue, plan_err};
 use datafusion::config::ConfigOptions;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, WriteOp};
@@ -86,7 +87,8 @@ fn check_insert(dml: &DmlStatement) -> DFResult<()> {
             if let Some(len) = literal_len(value)
                 && len != dimension
             {
-                return plan_err!(
+                return fail!(
+                    schema_mismatch,
                     "column '{}' of table '{}' is a vector of dimension {dimension}, \
                      but the value in row {} has {len} elements",
                     column.name(),

@@ -10,7 +10,7 @@
 //! `SessionContext::sql`, or a form such as `AT(...)` — fails here naming
 //! the table and the clause.
 
-use datafusion::common::plan_err;
+use crate::error::fail;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::planner::{
     RelationPlanner, RelationPlannerContext, RelationPlanning,
@@ -33,7 +33,8 @@ impl RelationPlanner for VersionClauseGuard {
             ..
         } = &relation
         {
-            return plan_err!(
+            return fail!(
+                not_supported,
                 "'{version}' on table '{name}' is not supported here: DataFusion would ignore it \
                  and read the latest version. Lance tables are read as of a version with \
                  VERSION AS OF <n> | '<tag>' or TIMESTAMP AS OF <time> through lance_sql \

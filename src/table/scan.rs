@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use datafusion::catalog::Session;
-use datafusion::common::{DFSchema, plan_err};
+use datafusion::common::DFSchema;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::utils::{conjunction, split_conjunction_owned};
@@ -24,6 +24,7 @@ use datafusion::arrow::datatypes::{DataType, Schema};
 use crate::config::{FilterPushdown, LanceConfig};
 use crate::location::Snapshot;
 use crate::physical_plan::scan::{LanceScanExec, ScanOptions};
+use datafusion::common::internal_err;
 
 impl LanceTableProvider {
     /// True when the projection holds columns worth not decoding for rows a
@@ -75,7 +76,7 @@ impl LanceTableProvider {
             .cloned()
             .collect();
         if exact.len() != filters.len() {
-            return plan_err!("LanceTableProvider received a filter it did not accept");
+            return internal_err!("LanceTableProvider received a filter it did not accept");
         }
         // Who evaluates each conjunct: Lance (pushed into the scan) or
         // DataFusion (a FilterExec right above it).

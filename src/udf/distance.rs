@@ -15,12 +15,13 @@ use std::sync::Arc;
 
 use std::ops::Range;
 
+use crate::error::fail;
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, Float32Array, Float64Array, Float64Builder,
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
-use datafusion::common::{ScalarValue, exec_err, plan_err};
+use datafusion::common::ScalarValue;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
@@ -64,7 +65,8 @@ impl ScalarUDFImpl for L2DistanceFunction {
 
     fn coerce_types(&self, arg_types: &[DataType]) -> DFResult<Vec<DataType>> {
         let [a, b] = arg_types else {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "{L2_DISTANCE_FUNCTION_NAME} takes two vectors; got {} arguments",
                 arg_types.len()
             );
@@ -73,7 +75,8 @@ impl ScalarUDFImpl for L2DistanceFunction {
             match element(t) {
                 Some(e) if e.is_numeric() || e.is_null() => {}
                 _ => {
-                    return plan_err!(
+                    return fail!(
+                        invalid_input,
                         "{L2_DISTANCE_FUNCTION_NAME} takes two vectors (FLOAT[n] columns or \
                          arrays of numbers); got {t}"
                     );
@@ -94,7 +97,10 @@ impl ScalarUDFImpl for L2DistanceFunction {
             .iter()
             .all(|a| matches!(a, ColumnarValue::Scalar(_)));
         let [a, b] = args.args.as_slice() else {
-            return exec_err!("{L2_DISTANCE_FUNCTION_NAME} takes two vectors");
+            return fail!(
+                invalid_input,
+                "{L2_DISTANCE_FUNCTION_NAME} takes two vectors"
+            );
         };
         let (a, b) = (Vectors::of(a)?, Vectors::of(b)?);
         let rows = if all_scalars { 1 } else { rows };
@@ -105,7 +111,8 @@ impl ScalarUDFImpl for L2DistanceFunction {
                 continue;
             };
             if x.len() != y.len() {
-                return exec_err!(
+                return fail!(
+                    invalid_input,
                     "{L2_DISTANCE_FUNCTION_NAME} requires both list inputs to have the same \
                      length, got {} and {}",
                     x.len(),
@@ -162,7 +169,10 @@ impl Vectors {
             DataType::List(_) => Arc::clone(list.as_list::<i32>().values()),
             DataType::LargeList(_) => Arc::clone(list.as_list::<i64>().values()),
             other => {
-                return exec_err!("{L2_DISTANCE_FUNCTION_NAME} takes two vectors; got {other}");
+                return fail!(
+                    invalid_input,
+                    "{L2_DISTANCE_FUNCTION_NAME} takes two vectors; got {other}"
+                );
             }
         };
         let values = match values.data_type() {

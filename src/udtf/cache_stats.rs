@@ -16,12 +16,12 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::Result as DFResult;
 use datafusion::physical_plan::ExecutionPlan;
 
+use crate::error::fail;
 use crate::session::LanceSessionCache;
 use crate::table::statement::{Statement, StatementTable};
 
@@ -35,7 +35,10 @@ pub struct CacheStatsFunction {}
 impl TableFunctionImpl for CacheStatsFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
         if !args.exprs().is_empty() {
-            return plan_err!("{CACHE_STATS_FUNCTION_NAME}() takes no arguments");
+            return fail!(
+                invalid_input,
+                "{CACHE_STATS_FUNCTION_NAME}() takes no arguments"
+            );
         }
         Ok(StatementTable::provider(CacheStats {}))
     }

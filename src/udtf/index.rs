@@ -10,12 +10,11 @@
 use std::sync::Arc;
 
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
-use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::error::Result as DFResult;
 
 use super::string_args;
-use crate::error::Error;
+use crate::error::{Error, fail};
 use crate::location::redact_uri;
 use crate::physical_plan::{IndexChange, IndexDefinition, IndexMethod};
 use crate::table::statement::Maintain;
@@ -65,7 +64,12 @@ impl IndexFunction {
 impl TableFunctionImpl for IndexFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
         let Some(mut strings) = string_args(args.exprs()) else {
-            return plan_err!("{} takes strings; {}", self.name(), self.usage());
+            return fail!(
+                invalid_input,
+                "{} takes strings; {}",
+                self.name(),
+                self.usage()
+            );
         };
         let change = match (self.create, strings.as_slice()) {
             (true, [_, name, column, method, options @ ..]) => {
@@ -84,8 +88,8 @@ impl TableFunctionImpl for IndexFunction {
                     pairs.push((key.to_string(), value.to_string()));
                 }
                 let in_call = |e: Error| {
-                    DataFusionError::Plan(format!(
-                        "{CREATE_INDEX_FUNCTION_NAME} on '{}': {e}",
+                    e.prefixed(&format!(
+                        "{CREATE_INDEX_FUNCTION_NAME} on '{}'",
                         redact_uri(&strings[0])
                     ))
                 };
@@ -99,7 +103,8 @@ impl TableFunctionImpl for IndexFunction {
                 if_exists: false,
             },
             _ => {
-                return plan_err!(
+                return fail!(
+                    invalid_input,
                     "{}: wrong number of arguments; {}",
                     self.name(),
                     self.usage()

@@ -13,13 +13,12 @@
 use std::sync::Arc;
 
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 
 use super::string_args;
 use crate::config::{parse, parse_bool, positive};
-use crate::error::Error;
+use crate::error::{Error, fail};
 use crate::physical_plan::OptimizeOptions;
 use crate::table::statement::Maintain;
 
@@ -76,13 +75,17 @@ fn unknown(pair: &str) -> Error {
 impl TableFunctionImpl for OptimizeFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
         let Some(mut strings) = string_args(args.exprs()) else {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "{OPTIMIZE_FUNCTION_NAME}() takes strings: '<table or location>' \
                      [, '<option>=<value>' ...]"
             );
         };
         if strings.is_empty() {
-            return plan_err!("{OPTIMIZE_FUNCTION_NAME}() needs a table name or location");
+            return fail!(
+                invalid_input,
+                "{OPTIMIZE_FUNCTION_NAME}() needs a table name or location"
+            );
         }
         let target = strings.remove(0);
         Ok(Maintain::provider(target, options(&strings)?))

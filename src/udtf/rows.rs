@@ -10,11 +10,11 @@
 use std::sync::Arc;
 
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 
 use super::search::{lookup, string};
+use crate::error::fail;
 use crate::table::{ROW_ADDR, ROW_ID};
 
 /// SQL name of the row-identity function.
@@ -27,10 +27,16 @@ pub struct RowsFunction {}
 impl TableFunctionImpl for RowsFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
         let [name] = args.exprs() else {
-            return plan_err!("{ROWS_FUNCTION_NAME}() takes one string: a registered table name");
+            return fail!(
+                invalid_input,
+                "{ROWS_FUNCTION_NAME}() takes one string: a registered table name"
+            );
         };
         let Some(name) = string(name) else {
-            return plan_err!("{ROWS_FUNCTION_NAME}() takes one string: a registered table name");
+            return fail!(
+                invalid_input,
+                "{ROWS_FUNCTION_NAME}() takes one string: a registered table name"
+            );
         };
         let table = lookup(
             ROWS_FUNCTION_NAME,

@@ -9,12 +9,13 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::{ScalarValue, plan_err};
+use datafusion::common::ScalarValue;
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::Expr;
 
 use super::string;
+use crate::error::fail;
 use crate::physical_plan::{TagAction, TagChange};
 use crate::table::statement::Maintain;
 
@@ -36,18 +37,24 @@ impl TableFunctionImpl for TagFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
         let exprs = args.exprs();
         if !(3..=4).contains(&exprs.len()) {
-            return plan_err!("{TAG_FUNCTION_NAME} takes 3 or 4 arguments; {}", usage());
+            return fail!(
+                invalid_input,
+                "{TAG_FUNCTION_NAME} takes 3 or 4 arguments; {}",
+                usage()
+            );
         }
         let (Some(target), Some(action), Some(tag)) =
             (string(&exprs[0]), string(&exprs[1]), string(&exprs[2]))
         else {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "{TAG_FUNCTION_NAME}: the table, the action and the tag are strings; {}",
                 usage()
             );
         };
         let Some(action) = TagAction::parse(action) else {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "{TAG_FUNCTION_NAME}: unknown action '{action}'; {}",
                 usage()
             );
@@ -58,32 +65,35 @@ impl TableFunctionImpl for TagFunction {
                 match v.cast_to(&DataType::Int64) {
                     Ok(ScalarValue::Int64(Some(n))) if n > 0 => Some(n as u64),
                     _ => {
-                        return plan_err!(
+                        return fail!(
+                            invalid_input,
                             "{TAG_FUNCTION_NAME}: versions are numbered from 1; got {v}"
                         );
                     }
                 }
             }
             Some(other) => {
-                return plan_err!(
+                return fail!(
+                    invalid_input,
                     "{TAG_FUNCTION_NAME}: the version must be an integer; got {other}; {}",
                     usage()
                 );
             }
         };
         if action == TagAction::Delete && version.is_some() {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "{TAG_FUNCTION_NAME}: 'delete' takes no version; {}",
                 usage()
             );
         }
         if tag.trim().is_empty() {
-            return plan_err!("{TAG_FUNCTION_NAME}: the tag name is empty");
+            return fail!(invalid_input, "{TAG_FUNCTION_NAME}: the tag name is empty");
         }
         if action != TagAction::Delete
             && let Err(e) = crate::name::check_new(crate::name::NameKind::Tag, tag)
         {
-            return plan_err!("{TAG_FUNCTION_NAME}: {e}");
+            return Err(e.prefixed(TAG_FUNCTION_NAME).into());
         }
         Ok(Maintain::provider(
             target,

@@ -22,12 +22,11 @@ use std::sync::Arc;
 
 use chrono::TimeDelta;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 
 use super::string_args;
-use crate::error::Error;
+use crate::error::{Error, fail};
 use crate::physical_plan::VacuumOptions;
 use crate::table::statement::Maintain;
 
@@ -66,13 +65,17 @@ pub(crate) fn parse_duration(key: &str, value: &str) -> Result<TimeDelta, Error>
 impl TableFunctionImpl for VacuumFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
         let Some(mut strings) = string_args(args.exprs()) else {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "{VACUUM_FUNCTION_NAME}() takes strings: '<table or location>' \
                      [, 'older_than=<duration>'] [, 'orphans_older_than=<duration>']"
             );
         };
         if strings.is_empty() {
-            return plan_err!("{VACUUM_FUNCTION_NAME}() needs a table name or location");
+            return fail!(
+                invalid_input,
+                "{VACUUM_FUNCTION_NAME}() needs a table name or location"
+            );
         }
         let target = strings.remove(0);
         let mut options = VacuumOptions::default();

@@ -16,6 +16,7 @@ mod codec;
 mod concurrency;
 mod contention;
 mod differential;
+mod errors;
 mod extremes;
 mod fuzz;
 mod index_pushdown;

@@ -23,6 +23,7 @@ use lance::Dataset;
 use lance::dataset::{BatchUDF, ColumnAlteration, NewColumnTransform};
 use lance::index::DatasetIndexExt;
 
+use crate::error::Error;
 use crate::error::plain;
 use crate::location::TableLocation;
 use crate::physical_plan::maintenance::{Maintenance, MaintenanceExec};
@@ -198,11 +199,12 @@ impl Maintenance for SchemaChange {
                 plain(&e)
             ))
         };
-        let fail = |why: String| {
-            Err(DataFusionError::Execution(format!(
+        let fail = |kind: fn(String) -> Error, why: String| {
+            Err(kind(format!(
                 "ALTER TABLE '{}' column '{column}': {why}",
                 location.display_uri
-            )))
+            ))
+            .into())
         };
         let exists = |name: &str| dataset.schema().field(name).is_some();
         let mut ds = dataset.as_ref().clone();
@@ -211,7 +213,10 @@ impl Maintenance for SchemaChange {
                 if if_not_exists {
                     "unchanged"
                 } else {
-                    return fail("the table has a column of that name".into());
+                    return fail(
+                        Error::already_exists,
+                        "the table has a column of that name".into(),
+                    );
                 }
             }
             Self::AddColumn {
@@ -221,7 +226,7 @@ impl Maintenance for SchemaChange {
                 ..
             } => {
                 if let Err(why) = add_column(&mut ds, &column, data_type, nullable, values).await {
-                    return fail(why);
+                    return fail(Error::invalid_input, why);
                 }
                 "added"
             }
@@ -229,17 +234,22 @@ impl Maintenance for SchemaChange {
                 if if_exists {
                     "unchanged"
                 } else {
-                    return fail("the table has no such column".into());
+                    return fail(Error::not_found, "the table has no such column".into());
                 }
             }
             Self::DropColumn { .. } => {
                 ds.drop_columns(&[column.as_str()]).await.map_err(err)?;
                 "dropped"
             }
-            _ if !exists(&column) => return fail("the table has no such column".into()),
+            _ if !exists(&column) => {
+                return fail(Error::not_found, "the table has no such column".into());
+            }
             Self::RenameColumn { to, .. } => {
                 if exists(&to) {
-                    return fail(format!("the table has a column named '{to}'"));
+                    return fail(
+                        Error::already_exists,
+                        format!("the table has a column named '{to}'"),
+                    );
                 }
                 ds.alter_columns(&[ColumnAlteration::new(column.clone()).rename(to)])
                     .await
@@ -253,14 +263,17 @@ impl Maintenance for SchemaChange {
                 {
                     let mut keys: Vec<&String> = field.metadata.keys().collect();
                     keys.sort();
-                    return fail(format!(
-                        "Lance drops a column's metadata ({}) when it changes its type; remove \
+                    return fail(
+                        Error::not_supported,
+                        format!(
+                            "Lance drops a column's metadata ({}) when it changes its type; remove \
                          it first (ALTER COLUMN {column} DROP DEFAULT for a default)",
-                        keys.iter()
-                            .map(|k| k.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ));
+                            keys.iter()
+                                .map(|k| k.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    );
                 }
                 // Lance refuses to retype an indexed column (pointing at its
                 // own API): name the indices and the SQL that drops them.
@@ -281,18 +294,21 @@ impl Maintenance for SchemaChange {
                         .map(|name| format!("DROP INDEX {name} ON <table>"))
                         .collect::<Vec<_>>()
                         .join("; ");
-                    return fail(format!(
-                        "the column has {} ({}), and Lance cannot change the type of an indexed \
+                    return fail(
+                        Error::not_supported,
+                        format!(
+                            "the column has {} ({}), and Lance cannot change the type of an indexed \
                          column; drop {} first ({drops}), change the type, then create {} again",
-                        if indexed.len() == 1 {
-                            "an index"
-                        } else {
-                            "indexes"
-                        },
-                        indexed.join(", "),
-                        if indexed.len() == 1 { "it" } else { "them" },
-                        if indexed.len() == 1 { "it" } else { "them" },
-                    ));
+                            if indexed.len() == 1 {
+                                "an index"
+                            } else {
+                                "indexes"
+                            },
+                            indexed.join(", "),
+                            if indexed.len() == 1 { "it" } else { "them" },
+                            if indexed.len() == 1 { "it" } else { "them" },
+                        ),
+                    );
                 }
                 ds.alter_columns(&[ColumnAlteration::new(column.clone()).cast_to(data_type)])
                     .await
@@ -307,7 +323,7 @@ impl Maintenance for SchemaChange {
             }
             Self::SetDefault { default, .. } => {
                 let Some(field) = dataset.schema().field(&column) else {
-                    return fail("the table has no such column".into());
+                    return fail(Error::not_found, "the table has no such column".into());
                 };
                 let mut metadata: HashMap<String, String> = field.metadata.clone();
                 match &default {
@@ -319,10 +335,10 @@ impl Maintenance for SchemaChange {
                             ))
                         })?;
                         let Some(text) = default_text(&value) else {
-                            return fail(format!(
-                                "a DEFAULT of type {} cannot be stored",
-                                value.data_type()
-                            ));
+                            return fail(
+                                Error::schema_mismatch,
+                                format!("a DEFAULT of type {} cannot be stored", value.data_type()),
+                            );
                         };
                         metadata.insert(DEFAULT_METADATA_KEY.to_string(), text);
                     }

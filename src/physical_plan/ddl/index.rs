@@ -181,11 +181,12 @@ async fn change(
     let action = match change {
         IndexChange::Create(d) if exists && d.if_not_exists => "unchanged",
         IndexChange::Create(d) if exists && !d.replace => {
-            return Err(DataFusionError::Execution(format!(
+            return Err(Error::already_exists(format!(
                 "creating index '{name}' of '{}': an index of that name exists; use IF NOT \
                  EXISTS, WITH (replace = true) or DROP INDEX {name} ON <table> first",
                 location.display_uri
-            )));
+            ))
+            .into());
         }
         IndexChange::Create(d) => {
             let rows = dataset
@@ -221,11 +222,12 @@ async fn change(
             if *if_exists {
                 "unchanged"
             } else {
-                return Err(DataFusionError::Execution(format!(
+                return Err(Error::not_found(format!(
                     "dropping index '{name}' of '{}': the table has no index of that name \
                      (lance_indices('<table>') lists them)",
                     location.display_uri
-                )));
+                ))
+                .into());
             }
         }
         IndexChange::Drop { .. } => {

@@ -26,6 +26,7 @@ use lance::dataset::{MergeInsertBuilder, MergeInsertJob};
 use lance::dataset::{WhenMatched as LanceMatched, WhenNotMatched as LanceNotMatched};
 use std::collections::HashMap;
 
+use crate::error::Error;
 use crate::physical_plan::inputs::execute_sources;
 use crate::physical_plan::journal::{self, Start};
 use crate::physical_plan::merge_options::{
@@ -473,12 +474,13 @@ fn check_keys(
                     && let Ok(table_field) = target.schema.field_with_name(field.name())
                     && !table_field.is_nullable()
                 {
-                    return Err(DataFusionError::Execution(format!(
+                    return Err(Error::invalid_input(format!(
                         "merge into '{}': key column '{}' is NULL in the source; NULL keys never \
                          match and the column is NOT NULL",
                         target.table,
                         field.name()
-                    )));
+                    ))
+                    .into());
                 }
             }
             continue;
@@ -505,10 +507,11 @@ fn check_keys(
             } else {
                 ""
             };
-            return Err(DataFusionError::Execution(format!(
+            return Err(Error::invalid_input(format!(
                 "ambiguous merge into '{}': key ({key}) occurs more than once in the source{why}",
                 target.table
-            )));
+            ))
+            .into());
         }
     }
     Ok(())

@@ -559,13 +559,14 @@ pub(crate) fn conform(batch: RecordBatch, schema: &SchemaRef) -> DFResult<Record
     }
     for (field, column) in schema.fields().iter().zip(batch.columns()) {
         if !types_compatible(field.data_type(), column.data_type()) {
-            return Err(DataFusionError::Execution(format!(
+            return Err(Error::schema_mismatch(format!(
                 "column '{}' is {} in this table version but was registered as {}; \
                  re-register the table to pick up schema changes",
                 field.name(),
                 column.data_type(),
                 field.data_type()
-            )));
+            ))
+            .into());
         }
     }
     let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));

@@ -23,6 +23,7 @@ use futures::StreamExt;
 use lance::dataset::transaction::Operation;
 use lance::dataset::{InsertBuilder, WriteDestination, WriteMode, WriteParams};
 
+use crate::error::Error;
 use crate::physical_plan::fragment_rows::{encode_fragments, fragments_schema};
 use crate::physical_plan::target::{OpenTarget, WriteTarget};
 use crate::physical_plan::writers::write_error;
@@ -180,11 +181,12 @@ impl ExecutionPlan for LanceWriteExec {
 fn check_batch(batch: &RecordBatch, target: &WriteTarget) -> DFResult<()> {
     for (field, column) in target.schema.fields().iter().zip(batch.columns()) {
         if !field.is_nullable() && column.null_count() > 0 {
-            return Err(DataFusionError::Execution(format!(
+            return Err(Error::schema_mismatch(format!(
                 "column '{}' of table '{}' is NOT NULL but the inserted data holds NULL",
                 field.name(),
                 target.table
-            )));
+            ))
+            .into());
         }
     }
     Ok(())
@@ -208,12 +210,13 @@ fn explain_input_error(e: DataFusionError, target: &WriteTarget) -> DataFusionEr
     if vectors.is_empty() {
         return e;
     }
-    DataFusionError::Execution(format!(
+    Error::schema_mismatch(format!(
         "value does not fit vector column {} of table '{}': {}",
         vectors.join(" or "),
         target.table,
         e.strip_backtrace()
     ))
+    .into()
 }
 
 /// What a writer has written so far (read live by a progress line, see

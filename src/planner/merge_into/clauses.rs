@@ -4,9 +4,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Schema;
-use datafusion::common::{
-    Column, DFSchema, JoinType, Result as DFResult, ScalarValue, not_impl_err, plan_err,
-};
+use datafusion::common::{Column, DFSchema, JoinType, Result as DFResult, ScalarValue};
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, cast, col, lit, when};
 use datafusion::sql::TableReference;
@@ -16,6 +14,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::{Sides, column_name, stars};
+use crate::error::fail;
 use crate::table::merge::{
     MergeCondition, MergeOptions, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
     check_condition,
@@ -50,7 +49,8 @@ fn chosen(columns: Columns, keys: &[String], sides: &Sides) -> DFResult<Columns>
         .find(|w| keys.contains(&w.column) && !key_copy(w))
     {
         let (column, text) = (&w.column, &w.text);
-        return not_impl_err!(
+        return fail!(
+            not_supported,
             "MERGE INTO: key column {column} can only be written from the source's {column} \
              ({}.{column}), not {text}",
             sides.source
@@ -138,7 +138,8 @@ impl Clauses {
                 MergeClauseKind::NotMatchedBySource => "WHEN NOT MATCHED BY SOURCE",
             };
             if seen.contains(&kind) {
-                return not_impl_err!(
+                return fail!(
+                    not_supported,
                     "MERGE INTO: more than one {kind} clause is not supported (Lance's \
                      merge-insert takes one action per case)"
                 );
@@ -161,13 +162,15 @@ impl Clauses {
                     let mut columns = Vec::new();
                     for a in &update.assignments {
                         let AssignmentTarget::ColumnName(name) = &a.target else {
-                            return not_impl_err!(
+                            return fail!(
+                                not_supported,
                                 "MERGE INTO: tuple assignments are not supported"
                             );
                         };
                         let value = planner.plan(&a.value)?;
                         if sides.reads_target(&value) {
-                            return not_impl_err!(
+                            return fail!(
+                                not_supported,
                                 "MERGE INTO: UPDATE SET {name} = {} reads the target row; only \
                                  values computed from the source are supported",
                                 a.value
@@ -185,7 +188,8 @@ impl Clauses {
                 }
                 (MergeClauseKind::Matched, MergeAction::Delete { .. }) => {
                     if predicate.is_some() {
-                        return not_impl_err!(
+                        return fail!(
+                            not_supported,
                             "MERGE INTO: WHEN MATCHED AND <condition> THEN DELETE is not supported"
                         );
                     }
@@ -196,7 +200,8 @@ impl Clauses {
                     MergeAction::Insert(insert),
                 ) => {
                     if predicate.is_some() || insert.insert_predicate.is_some() {
-                        return not_impl_err!(
+                        return fail!(
+                            not_supported,
                             "MERGE INTO: WHEN NOT MATCHED AND <condition> is not supported"
                         );
                     }
@@ -209,10 +214,14 @@ impl Clauses {
                         }
                         MergeInsertKind::Values(values) => {
                             let [row] = values.rows.as_slice() else {
-                                return not_impl_err!("MERGE INTO: INSERT takes one VALUES row");
+                                return fail!(
+                                    not_supported,
+                                    "MERGE INTO: INSERT takes one VALUES row"
+                                );
                             };
                             if insert.columns.len() != row.len() {
-                                return plan_err!(
+                                return fail!(
+                                    invalid_input,
                                     "MERGE INTO: INSERT names {} columns but gives {} values",
                                     insert.columns.len(),
                                     row.len()
@@ -222,7 +231,8 @@ impl Clauses {
                             for (c, v) in insert.columns.iter().zip(row.content.iter()) {
                                 let value = planner.plan(v)?;
                                 if sides.reads_target(&value) {
-                                    return plan_err!(
+                                    return fail!(
+                                        not_supported,
                                         "MERGE INTO: INSERT values cannot read the target row"
                                     );
                                 }
@@ -238,7 +248,8 @@ impl Clauses {
                                 .iter()
                                 .find(|k| !columns.iter().any(|w| w.column == **k))
                             {
-                                return not_impl_err!(
+                                return fail!(
+                                    not_supported,
                                     "MERGE INTO: INSERT must write the key column {key} \
                                      ({key} = {}.{key}): Lance's merge-insert inserts the \
                                      source's key",
@@ -254,7 +265,8 @@ impl Clauses {
                     if let Some(p) = &predicate
                         && p.column_refs().iter().any(|c| sides.is_source(c))
                     {
-                        return plan_err!(
+                        return fail!(
+                            not_supported,
                             "MERGE INTO: the WHEN NOT MATCHED BY SOURCE condition can only read \
                              target columns; got {}",
                             clause.predicate.as_ref().expect("planned from it")
@@ -263,7 +275,10 @@ impl Clauses {
                     clauses.by_source = Some(predicate);
                 }
                 (kind, action) => {
-                    return not_impl_err!("MERGE INTO: WHEN {kind} THEN {action} is not supported");
+                    return fail!(
+                        not_supported,
+                        "MERGE INTO: WHEN {kind} THEN {action} is not supported"
+                    );
                 }
             }
         }
@@ -303,7 +318,8 @@ impl Clauses {
                 w.column == column.name && sides.source_column(&w.value) == Some(w.column.as_str())
             });
             if !copied {
-                return not_impl_err!(
+                return fail!(
+                    not_supported,
                     "MERGE INTO: the WHEN MATCHED condition reads {}.{}, which the statement \
                      does not write unchanged; only source columns written as {} = {}.{} (or \
                      keys) can be used in the condition",
@@ -404,7 +420,8 @@ impl Clauses {
         {
             for field in source_schema.fields() {
                 if table.field_with_name(field.name()).is_err() {
-                    return plan_err!(
+                    return fail!(
+                        schema_mismatch,
                         "MERGE INTO: the source column '{}' is not a column of the table \
                          (INSERT * and UPDATE SET * write every source column)",
                         field.name()
@@ -424,7 +441,8 @@ impl Clauses {
                 let on_insert = match value(&self.insert, c) {
                     Some(v) => v,
                     None if !field.is_nullable() => {
-                        return not_impl_err!(
+                        return fail!(
+                            schema_mismatch,
                             "MERGE INTO: INSERT does not write the NOT NULL column {c}"
                         );
                     }

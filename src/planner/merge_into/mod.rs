@@ -33,7 +33,7 @@ mod stars;
 use std::sync::Arc;
 
 use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DFSchema, Result as DFResult, not_impl_err, plan_err};
+use datafusion::common::{Column, DFSchema, Result as DFResult};
 use datafusion::datasource::TableProvider;
 use datafusion::datasource::provider_as_source;
 use datafusion::execution::session_state::SessionState;
@@ -51,9 +51,11 @@ use datafusion::sql::sqlparser::parser::Parser;
 
 use self::clauses::{Clauses, ExprPlanner};
 pub(crate) use self::stars::mark_stars;
+use crate::error::fail;
 use crate::table::lookup::lance_table;
 use crate::table::merge::LanceMerge;
 use crate::table::statement::StatementTable;
+use datafusion::common::internal_err;
 
 /// The two sides of a merge, by the names the statement gives them.
 struct Sides {
@@ -116,16 +118,20 @@ pub(crate) async fn plan_merge_into(state: &SessionState, merge: &Merge) -> DFRe
         ..
     } = &merge.table
     else {
-        return plan_err!("MERGE INTO: the target must be a table");
+        return fail!(invalid_input, "MERGE INTO: the target must be a table");
     };
     if let Some(version) = version {
-        return plan_err!(
+        return fail!(
+            not_supported,
             "MERGE INTO: '{version}' on the target '{target_name}' is not supported: a merge \
              writes the latest version"
         );
     }
     if args.is_some() {
-        return plan_err!("MERGE INTO: the target must be a table, not a table function");
+        return fail!(
+            invalid_input,
+            "MERGE INTO: the target must be a table, not a table function"
+        );
     }
     let reference = object_name_to_table_reference(target_name.clone(), normalize)?;
     let target = lance_table(state, &reference, "MERGE INTO").await?;
@@ -135,7 +141,8 @@ pub(crate) async fn plan_merge_into(state: &SessionState, merge: &Merge) -> DFRe
         .unwrap_or_else(|| reference.table().to_string());
     let (source, source_alias) = plan_source(state, &merge.source, &idents, normalize).await?;
     if source_alias == target_alias {
-        return plan_err!(
+        return fail!(
+            invalid_input,
             "MERGE INTO: the target and the source are both called '{target_alias}'; give one \
              of them another alias"
         );
@@ -187,7 +194,8 @@ async fn plan_source(
         factor
         && !a.columns.is_empty()
     {
-        return not_impl_err!(
+        return fail!(
+            not_supported,
             "MERGE INTO: column names in the source alias ({a}) are not supported; name the \
              columns in the source query instead"
         );
@@ -210,11 +218,11 @@ async fn plan_source(
             subquery, alias, ..
         } => {
             let Some(alias) = alias else {
-                return plan_err!("MERGE INTO: the source query needs an alias");
+                return fail!(invalid_input, "MERGE INTO: the source query needs an alias");
             };
             ((**subquery).clone(), idents.normalize(alias.name.clone()))
         }
-        other => return not_impl_err!("MERGE INTO: unsupported source {other}"),
+        other => return fail!(not_supported, "MERGE INTO: unsupported source {other}"),
     };
     let statement = DFStatement::Statement(Box::new(Statement::Query(Box::new(query))));
     Ok((state.statement_to_plan(statement).await?, alias))
@@ -225,10 +233,10 @@ fn select_star_from(table: TableFactor) -> DFResult<ast::Query> {
     let parsed = Parser::parse_sql(&GenericDialect {}, "SELECT * FROM merge_source")
         .map_err(|e| datafusion::error::DataFusionError::Internal(e.to_string()))?;
     let Some(Statement::Query(mut query)) = parsed.into_iter().next() else {
-        return plan_err!("MERGE INTO: internal error building the source query");
+        return internal_err!("MERGE INTO: internal error building the source query");
     };
     let SetExpr::Select(select) = query.body.as_mut() else {
-        return plan_err!("MERGE INTO: internal error building the source query");
+        return internal_err!("MERGE INTO: internal error building the source query");
     };
     select.from[0].relation = table;
     Ok(*query)
@@ -260,7 +268,8 @@ fn keys_of(on: &Expr, sides: &Sides) -> DFResult<Vec<String>> {
 }
 
 fn not_supported_on<T>(on: &Expr) -> DFResult<T> {
-    not_impl_err!(
+    fail!(
+        not_supported,
         "MERGE INTO: the ON condition must equate target and source columns of the same name \
          (t.k = s.k [AND ...]); got {on}"
     )

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 
 use super::AS_OF_FUNCTION_NAME;
+use crate::error::fail;
 
 /// `lance_as_of(...)` outside `lance_sql`: always an error saying where it
 /// works.
@@ -18,7 +18,8 @@ pub(crate) struct AsOfOutsideLanceSql {}
 
 impl TableFunctionImpl for AsOfOutsideLanceSql {
     fn call_with_args(&self, _args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
-        plan_err!(
+        fail!(
+            not_supported,
             "{AS_OF_FUNCTION_NAME}(...) is planned by lance-sql, LanceSessionContextExt::lance_sql \
              and datafusion_lance::plan_lance_sql; SessionContext::sql cannot plan it"
         )

@@ -19,7 +19,6 @@ use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::Result as DFResult;
@@ -27,6 +26,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use lance::Dataset;
 
 use crate::config::VersionSpec;
+use crate::error::fail;
 use crate::location::{TableLocation, redact_uri};
 use crate::session::LanceSessionCache;
 use crate::table::statement::{NamedTable, Pinner, Statement, StatementTable};
@@ -107,7 +107,8 @@ impl TableFunctionImpl for MetadataFunction {
             _ => None,
         };
         let Some(target) = target.map(str::to_string) else {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "{}() takes one string: a table name or a dataset location",
                 self.kind.function_name()
             );

@@ -20,7 +20,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::plan_err;
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::physical_plan::ExecutionPlan;
@@ -28,7 +27,7 @@ use lance::Dataset;
 
 use super::{check_prefilter, lookup, parse_filter, plan_search, string, with_extra};
 use crate::config::parse_bool;
-use crate::error::Error;
+use crate::error::{Error, fail};
 use crate::physical_plan::search::{SCORE_COLUMN, score_field};
 use crate::physical_plan::{SearchQuery, TextQuery};
 use crate::table::LanceTableProvider;
@@ -48,10 +47,13 @@ impl TableFunctionImpl for FtsFunction {
         let usage =
             format!("usage: {FTS_FUNCTION_NAME}('<table>', '<query>' [, '<option>=<value>' ...])");
         let Some(strings) = exprs.iter().map(string).collect::<Option<Vec<&str>>>() else {
-            return plan_err!("{FTS_FUNCTION_NAME} takes strings; {usage}");
+            return fail!(invalid_input, "{FTS_FUNCTION_NAME} takes strings; {usage}");
         };
         let [name, query, options @ ..] = strings.as_slice() else {
-            return plan_err!("{FTS_FUNCTION_NAME} needs a table and a query; {usage}");
+            return fail!(
+                invalid_input,
+                "{FTS_FUNCTION_NAME} needs a table and a query; {usage}"
+            );
         };
         let table = lookup(FTS_FUNCTION_NAME, args.session(), name, &[SCORE_COLUMN])?;
         let mut search = FullTextSearch::new(
@@ -127,7 +129,8 @@ impl FullTextSearch {
             .iter()
             .find(|c| !indexes.has(c, &IndexKind::Inverted))
         {
-            return plan_err!(
+            return fail!(
+                not_found,
                 "{function}: column '{missing}' of '{}' has no INVERTED index; create \
                  one with {}",
                 self.name,
@@ -135,14 +138,15 @@ impl FullTextSearch {
             );
         }
         if indexed.is_empty() {
-            return plan_err!(
+            return fail!(
+                not_found,
                 "{function}: '{}' has no INVERTED index; create one with {}",
                 self.name,
                 create("<column>")
             );
         }
         if self.query.phrase && self.query.columns.len() > 1 {
-            return plan_err!("{function}: a phrase searches one column");
+            return fail!(invalid_input, "{function}: a phrase searches one column");
         }
         if let Some(filter) = &self.query.filter {
             check_prefilter(
@@ -157,7 +161,8 @@ impl FullTextSearch {
         if query.phrase && query.columns.is_empty() {
             query.columns = indexed;
             if query.columns.len() > 1 {
-                return plan_err!(
+                return fail!(
+                    invalid_input,
                     "{function}: a phrase searches one column; name it with \
                      'columns=<column>'"
                 );
@@ -178,7 +183,11 @@ impl FullTextSearch {
                 q.columns = value.split(',').map(|c| c.trim().to_string()).collect();
                 let schema = self.table.schema();
                 if let Some(missing) = q.columns.iter().find(|c| schema.index_of(c).is_err()) {
-                    return plan_err!("{function}: '{}' has no column '{missing}'", self.name);
+                    return fail!(
+                        not_found,
+                        "{function}: '{}' has no column '{missing}'",
+                        self.name
+                    );
                 }
             }
             "limit" => match value.parse::<usize>() {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
-use datafusion::common::{internal_err, plan_err};
+use datafusion::common::internal_err;
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::physical_plan::ExecutionPlan;
@@ -27,7 +27,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use super::fts::FullTextSearch;
 use super::vector::VectorSearch;
 use super::{plan_search, string, with_extra};
-use crate::error::Error;
+use crate::error::{Error, fail};
 use crate::physical_plan::search::{distance_field, relevance_field, score_field};
 use crate::physical_plan::{DEFAULT_RRF_K, HybridQuery, SearchQuery, TextQuery};
 use crate::table::statement::{Pinner, Statement, StatementTable};
@@ -50,7 +50,8 @@ impl TableFunctionImpl for HybridSearchFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
         let exprs = args.exprs();
         if exprs.len() < 5 {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "{HYBRID_SEARCH_FUNCTION_NAME} takes at least 5 arguments; {}",
                 usage()
             );
@@ -61,7 +62,8 @@ impl TableFunctionImpl for HybridSearchFunction {
             args.session(),
         )?;
         let Some(query) = string(&exprs[3]) else {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "{HYBRID_SEARCH_FUNCTION_NAME}: the text query is a string; {}",
                 usage()
             );
@@ -83,7 +85,8 @@ impl TableFunctionImpl for HybridSearchFunction {
         let mut search = HybridSearch::new(vector, text, DEFAULT_RRF_K);
         for option in &exprs[5..] {
             let Some(option) = string(option) else {
-                return plan_err!(
+                return fail!(
+                    invalid_input,
                     "{HYBRID_SEARCH_FUNCTION_NAME}: options are strings; {}",
                     usage()
                 );

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::catalog::Session;
-use datafusion::common::{DFSchema, TableReference, plan_err};
+use datafusion::common::{DFSchema, TableReference};
 use datafusion::datasource::TableProvider;
-use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::utils::split_conjunction;
@@ -22,6 +22,7 @@ use datafusion::physical_plan::filter::FilterExec;
 use lance::Dataset;
 
 pub(crate) use super::string;
+use crate::error::{Error, fail};
 use crate::location::{Snapshot, redact_uri};
 use crate::physical_plan::inputs::project;
 use crate::physical_plan::{LanceSearchExec, SearchQuery};
@@ -29,6 +30,7 @@ use crate::table::LanceTableProvider;
 use crate::table::index_rules::ColumnIndexes;
 use crate::table::lookup::registered_now;
 use crate::table::pushdown;
+use datafusion::common::internal_err;
 
 /// The registered Lance table `name` (see [`registered_now`]: a table of a
 /// Lance catalog is looked up before `lance_sql` plans the statement),
@@ -47,7 +49,8 @@ pub(crate) fn lookup(
                 .iter()
                 .find(|c| table.schema().field_with_name(c).is_ok())
             {
-                return plan_err!(
+                return fail!(
+                    invalid_input,
                     "{function}: table '{name}' has a column named '{column}', the name of the \
                      column {function} adds to its rows; rename the table's column to search it \
                      (ALTER TABLE {name} RENAME COLUMN {column} TO <another name>)"
@@ -55,8 +58,9 @@ pub(crate) fn lookup(
             }
             Ok(table)
         }
-        Err(e) => plan_err!("{function}: {e}"),
-        Ok(None) => plan_err!(
+        Err(e) => Err(e.prefixed(function).into()),
+        Ok(None) => fail!(
+            not_found,
             "{function}: '{}' is not a registered Lance table; register the dataset first \
              (CREATE EXTERNAL TABLE <name> STORED AS LANCE LOCATION '...')",
             redact_uri(name)
@@ -79,12 +83,12 @@ pub(crate) fn parse_filter(
     sql: &str,
 ) -> DFResult<Expr> {
     let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
-        return plan_err!("{function}: filters need a SessionState");
+        return internal_err!("{function}: filters need a SessionState");
     };
     let schema = DFSchema::try_from(table.schema().as_ref().clone())?;
     state
         .create_logical_expr(sql, &schema)
-        .map_err(|e| DataFusionError::Plan(format!("{function}: filter '{sql}': {e}")))
+        .map_err(|e| Error::invalid_input(format!("{function}: filter '{sql}': {e}")).into())
 }
 
 /// An error unless Lance evaluates every conjunct of `filter` with
@@ -99,7 +103,8 @@ pub(crate) fn check_prefilter(
 ) -> DFResult<()> {
     for conjunct in split_conjunction(filter) {
         if !pushdown::is_exact(conjunct, schema) || !indexes.allows(conjunct, schema) {
-            return plan_err!(
+            return fail!(
+                not_supported,
                 "{function}: Lance cannot prefilter on '{conjunct}' with DataFusion's \
                  semantics; {instead}"
             );

@@ -30,11 +30,11 @@ use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float32Type, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::TreeNode;
-use datafusion::common::{ScalarValue, plan_err};
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::{TableProvider, source_as_provider};
-use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
@@ -42,13 +42,14 @@ use lance::Dataset;
 
 use super::{check_prefilter, lookup, parse_filter, plan_search, string, with_extra};
 use crate::config::parse_bool;
-use crate::error::Error;
+use crate::error::{Error, fail};
 use crate::physical_plan::RELEVANCE_COLUMN;
 use crate::physical_plan::search::{DISTANCE_COLUMN, SCORE_COLUMN, distance_field};
 use crate::physical_plan::{Metric, SearchQuery, VectorQuery};
 use crate::table::LanceTableProvider;
 use crate::table::index_rules::ColumnIndexes;
 use crate::table::statement::{Pinner, Statement, StatementTable, statement};
+use datafusion::common::internal_err;
 
 /// SQL name of the vector-search function.
 pub const VECTOR_SEARCH_FUNCTION_NAME: &str = "lance_vector_search";
@@ -95,7 +96,8 @@ impl TableFunctionImpl for VectorSearchFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
         let exprs = args.exprs();
         if exprs.len() < 4 {
-            return plan_err!(
+            return fail!(
+                invalid_input,
                 "{VECTOR_SEARCH_FUNCTION_NAME} takes at least 4 arguments; {}",
                 usage()
             );
@@ -107,7 +109,8 @@ impl TableFunctionImpl for VectorSearchFunction {
         )?;
         for option in &exprs[4..] {
             let Some(option) = string(option) else {
-                return plan_err!(
+                return fail!(
+                    invalid_input,
                     "{VECTOR_SEARCH_FUNCTION_NAME}: options are strings; {}",
                     usage()
                 );
@@ -179,20 +182,24 @@ impl VectorSearch {
         session: &dyn Session,
     ) -> DFResult<Self> {
         let (Some(name), Some(column)) = (string(table), string(column)) else {
-            return plan_err!("{function}: the table and the vector column are strings");
+            return fail!(
+                invalid_input,
+                "{function}: the table and the vector column are strings"
+            );
         };
         let table = lookup(function, session, name, added_columns(function))?;
         let schema = table.schema();
         let dim = match schema.field_with_name(column).map(|f| f.data_type()) {
             Ok(DataType::FixedSizeList(item, dim)) if item.data_type().is_floating() => *dim,
             Ok(other) => {
-                return plan_err!(
+                return fail!(
+                    schema_mismatch,
                     "{function}: column '{column}' of '{name}' is {other}, \
                      not a vector (a fixed-size list of floats)"
                 );
             }
             Err(_) => {
-                return plan_err!("{function}: '{name}' has no column '{column}'");
+                return fail!(not_found, "{function}: '{name}' has no column '{column}'");
             }
         };
         let vector = match vector {
@@ -202,7 +209,8 @@ impl VectorSearch {
                     QueryVector::Literal(v)
                 }
                 None => {
-                    return plan_err!(
+                    return fail!(
+                        invalid_input,
                         "{function}: the query vector must be an array of \
                          numbers without NULLs; got {value}"
                     );
@@ -210,7 +218,8 @@ impl VectorSearch {
             },
             Expr::ScalarSubquery(subquery) => QueryVector::Subquery(Arc::clone(&subquery.subquery)),
             other => {
-                return plan_err!(
+                return fail!(
+                    invalid_input,
                     "{function}: the query vector must be an array literal or \
                      a scalar subquery; got {other}"
                 );
@@ -224,12 +233,18 @@ impl VectorSearch {
                 {
                     ScalarValue::Int64(Some(k)) if k > 0 => k as usize,
                     _ => {
-                        return plan_err!("{function}: k must be a positive integer; got {v}");
+                        return fail!(
+                            invalid_input,
+                            "{function}: k must be a positive integer; got {v}"
+                        );
                     }
                 }
             }
             other => {
-                return plan_err!("{function}: k must be an integer; got {other}");
+                return fail!(
+                    invalid_input,
+                    "{function}: k must be an integer; got {other}"
+                );
             }
         };
         let mut search = VectorSearch::new(
@@ -334,12 +349,13 @@ impl VectorSearch {
             QueryVector::Subquery(plan) => plan,
         };
         let Some(state) = state.as_any().downcast_ref::<SessionState>() else {
-            return plan_err!("{function}: subqueries need a SessionState");
+            return internal_err!("{function}: subqueries need a SessionState");
         };
         // The subquery runs when the statement is planned (EXPLAIN too):
         // never one that changes a table.
         if changes_tables(plan) {
-            return plan_err!(
+            return fail!(
+                not_supported,
                 "{function}: the query vector subquery must only read; it \
                  runs when the statement is planned"
             );
@@ -353,7 +369,8 @@ impl VectorSearch {
                 ScalarValue::try_from_array(batch.column(0), 0)?
             }
             _ => {
-                return plan_err!(
+                return fail!(
+                    invalid_input,
                     "{function}: the query vector subquery returned {rows} \
                      rows; it must return one vector"
                 );
@@ -366,13 +383,17 @@ impl VectorSearch {
             _ => None,
         };
         if value.is_null() {
-            return plan_err!("{function}: the query vector subquery returned NULL");
+            return fail!(
+                invalid_input,
+                "{function}: the query vector subquery returned NULL"
+            );
         }
         wrapped.ok_or_else(|| {
-            DataFusionError::Plan(format!(
+            Error::invalid_input(format!(
                 "{function}: the query vector subquery returned {value}, not \
                  an array of numbers without NULLs"
             ))
+            .into()
         })
     }
 }
