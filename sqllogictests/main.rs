@@ -10,7 +10,12 @@
 //! information_schema on, its own Lance session), a fresh scratch directory
 //! holding generated fixtures (see `tests/common/fixtures.rs`), and may write
 //! `__SCRATCH__` for that directory; output and errors show it as `__SCRATCH__`.
+//! Files under `cloud/` also get a fake LanceDB Cloud service
+//! (`tests/common/fake_cloud.rs`) serving the `numbers` fixture as table
+//! `numbers`; they write `__CLOUD__` for its URL.
 
+#[path = "../tests/common/fake_cloud.rs"]
+mod fake_cloud;
 #[path = "../tests/common/fixtures.rs"]
 mod fixtures;
 
@@ -28,6 +33,7 @@ use datafusion_lance::{LanceSessionCache, LanceSessionContextExt};
 use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType, Runner};
 
 const SCRATCH: &str = "__SCRATCH__";
+const CLOUD: &str = "__CLOUD__";
 
 /// An error whose text has the scratch directory replaced by `__SCRATCH__`.
 #[derive(Debug)]
@@ -44,15 +50,24 @@ impl std::error::Error for SltError {}
 struct LanceDb {
     ctx: SessionContext,
     scratch: String,
+    /// The fake LanceDB Cloud service's URL, for files under `cloud/`.
+    cloud: Option<String>,
 }
 
 impl LanceDb {
     fn hide_scratch(&self, s: &str) -> String {
-        s.replace(&self.scratch, SCRATCH)
+        let s = s.replace(&self.scratch, SCRATCH);
+        match &self.cloud {
+            Some(url) => s.replace(url, CLOUD),
+            None => s,
+        }
     }
 
     async fn run_sql(&self, sql: &str) -> Result<Vec<RecordBatch>, DataFusionError> {
-        let sql = sql.replace(SCRATCH, &self.scratch);
+        let mut sql = sql.replace(SCRATCH, &self.scratch);
+        if let Some(url) = &self.cloud {
+            sql = sql.replace(CLOUD, url);
+        }
         self.ctx.lance_sql(&sql).await?.collect().await
     }
 }
@@ -162,8 +177,12 @@ fn test_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The context a test file runs in. Files under `catalog/` also get the
-/// Lance catalog `lake` over the namespace at `__SCRATCH__/lake`.
-async fn context_for(path: &Path, scratch: &Path) -> SessionContext {
+/// Lance catalog `lake` over the namespace at `__SCRATCH__/lake`; files
+/// under `cloud/` a fake LanceDB Cloud service (kept alive by the caller).
+async fn context_for(
+    path: &Path,
+    scratch: &Path,
+) -> (SessionContext, Option<fake_cloud::FakeCloud>) {
     let config = SessionConfig::new()
         .with_target_partitions(4)
         .with_information_schema(true);
@@ -180,7 +199,14 @@ async fn context_for(path: &Path, scratch: &Path) -> SessionContext {
             .await
             .expect("register catalog lake");
     }
-    ctx
+    let cloud = if path.parent().and_then(|p| p.file_name()) == Some("cloud".as_ref()) {
+        let fake = fake_cloud::FakeCloud::start().await;
+        fixtures::numbers(&fake.table_path("numbers")).await;
+        Some(fake)
+    } else {
+        None
+    };
+    (ctx, cloud)
 }
 
 async fn run_file(path: &Path, complete: bool) -> Result<(), String> {
@@ -194,12 +220,20 @@ async fn run_file(path: &Path, complete: bool) -> Result<(), String> {
         .tempdir()
         .map_err(|e| e.to_string())?;
     unnamed_errors(path)?;
-    let ctx = context_for(path, scratch.path()).await;
+    let (ctx, fake) = context_for(path, scratch.path()).await;
+    let cloud = fake.as_ref().map(|f| f.url());
     let scratch_str = scratch.path().to_string_lossy().to_string();
     let mut runner = Runner::new(move || {
         let ctx = ctx.clone();
         let scratch = scratch_str.clone();
-        async move { Ok(LanceDb { ctx, scratch }) }
+        let cloud = cloud.clone();
+        async move {
+            Ok(LanceDb {
+                ctx,
+                scratch,
+                cloud,
+            })
+        }
     });
     runner.add_label("datafusion-lance");
     if complete {

@@ -166,6 +166,16 @@ pub enum Error {
         message: String,
     },
 
+    /// A LanceDB Cloud or Enterprise service (a `db://` table) refused or
+    /// failed a request, or answered what cannot be read.
+    #[error("{message}")]
+    Cloud {
+        /// The table, the request, the attempts made and what failed.
+        message: String,
+        /// The HTTP status of the last answer, if one came.
+        status: Option<u16>,
+    },
+
     /// An Arrow error.
     #[error(transparent)]
     Arrow {
@@ -274,6 +284,10 @@ impl Error {
             Self::NotSupported { message } => Self::not_supported(with(message)),
             Self::InvalidInput { message } => Self::invalid_input(with(message)),
             Self::Namespace { message } => Self::namespace(with(message)),
+            Self::Cloud { message, status } => Self::Cloud {
+                message: with(message),
+                status,
+            },
             e @ (Self::UnknownOption { .. } | Self::InvalidOption { .. }) => {
                 Self::invalid_input(with(e.to_string()))
             }

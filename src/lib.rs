@@ -2,6 +2,7 @@
 
 pub mod cancel;
 mod catalog;
+mod cloud;
 pub mod cluster;
 mod codec;
 mod config;

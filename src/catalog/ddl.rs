@@ -52,7 +52,10 @@ pub(crate) async fn plan_catalog_ddl(
     let LogicalPlan::Ddl(ddl) = plan else {
         return Ok(None);
     };
-    let keep = |catalog: &str| Ok(lance_catalog(state, catalog).map(|_| plan.clone()));
+    let keep = |catalog: &str| match lance_catalog(state, catalog) {
+        Some(lake) if lake.spec.kind == NamespaceKind::Cloud => read_only(&lake),
+        found => Ok(found.map(|_| plan.clone())),
+    };
     match ddl {
         DdlStatement::CreateMemoryTable(create) => plan_create(state, create).await,
         DdlStatement::DropTable(drop) => keep(&resolve(state, &drop.name).0),
@@ -99,6 +102,9 @@ async fn plan_create(
     let Some(lake) = lance_catalog(state, &catalog) else {
         return Ok(None);
     };
+    if lake.spec.kind == NamespaceKind::Cloud {
+        return read_only(&lake);
+    }
     let full = format!("{catalog}.{schema}.{table}");
     if create.temporary {
         return fail!(
@@ -174,6 +180,7 @@ async fn plan_create(
             }
             lake.table_id(&schema, &table).join(REST_DELIMITER)
         }
+        NamespaceKind::Cloud => return read_only(&lake),
     };
     let options = LanceTableOptions {
         storage_options: lake.spec.table_storage_options(),
@@ -187,6 +194,17 @@ async fn plan_create(
         format_as_file_type(factory),
         Default::default(),
     ))))
+}
+
+/// The refusal of DDL in a LanceDB catalog (`db://`).
+fn read_only<T>(lake: &Lake) -> DFResult<T> {
+    fail!(
+        not_supported,
+        "catalog '{}' ({}): creating and dropping tables and schemas of LanceDB catalogs is not \
+         supported yet; they are read-only here",
+        lake.name,
+        lake.spec.display_root()
+    )
 }
 
 /// `e`, said of `CREATE TABLE full`.
@@ -287,6 +305,7 @@ pub(crate) async fn run_catalog_plan(
                     batches
                 }
                 NamespaceKind::Rest => create_declared(ctx, &lake, copy, &relative).await?,
+                NamespaceKind::Cloud => return read_only(&lake),
             };
             (lake, Some(batches))
         }

@@ -21,11 +21,12 @@ use datafusion::prelude::SessionContext;
 use lance_namespace::LanceNamespace;
 use lance_namespace::models::{DescribeTableRequest, ListNamespacesRequest, ListTablesRequest};
 
-use super::namespace::{NamespaceSpec, is_not_found};
+use super::namespace::{NamespaceKind, NamespaceSpec, is_not_found};
 use crate::error::{Error, Result, fail};
 use crate::name::{NameKind, can_look_up, check_new};
 use crate::session::LanceSessionCache;
 use crate::table::LanceTableProvider;
+use crate::table::cloud::CloudTableProvider;
 use crate::table::lookup::IoCatalogs;
 
 /// Where a table of a namespace lives and the storage options that reach it
@@ -74,6 +75,13 @@ impl Lake {
             return Ok(None);
         }
         let full = format!("{}.{schema}.{table}", self.name);
+        if self.spec.kind == NamespaceKind::Cloud {
+            return Err(Error::not_supported(format!(
+                "table '{full}': a table of a LanceDB catalog ({}) has no storage location; \
+                 only queries read it here",
+                self.spec.display_root()
+            )));
+        }
         let request = DescribeTableRequest {
             id: Some(self.table_id(schema, table)),
             ..Default::default()
@@ -135,6 +143,11 @@ impl Lake {
     pub(crate) async fn refresh(&self) -> Result<()> {
         let mut listing = BTreeMap::new();
         listing.insert(self.root_schema.clone(), self.list_tables(vec![]).await?);
+        if self.spec.kind == NamespaceKind::Cloud {
+            // LanceDB databases are listed as one schema: their tables.
+            *self.listing.write().expect("listing lock") = listing;
+            return Ok(());
+        }
         let children = self
             .namespace
             .list_namespaces(ListNamespacesRequest {
@@ -252,6 +265,25 @@ pub(crate) struct LanceSchema {
     name: String,
 }
 
+impl LanceSchema {
+    /// Table `name` of a LanceDB catalog, opened through the service.
+    async fn cloud_table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        if !can_look_up(&self.name) || !can_look_up(name) {
+            return Ok(None);
+        }
+        let options = self
+            .lake
+            .spec
+            .cloud_table(&self.lake.namespace_id(&self.name), name)?;
+        let full = format!("{}.{}.{name}", self.lake.name, self.name);
+        match CloudTableProvider::open(full, options).await {
+            Ok(table) => Ok(Some(Arc::new(table))),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 #[async_trait]
 impl SchemaProvider for LanceSchema {
     fn table_names(&self) -> Vec<String> {
@@ -259,6 +291,9 @@ impl SchemaProvider for LanceSchema {
     }
 
     async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        if self.lake.spec.kind == NamespaceKind::Cloud {
+            return self.cloud_table(name).await;
+        }
         let Some(entry) = self.lake.describe(&self.name, name).await? else {
             return Ok(None);
         };

@@ -9,6 +9,9 @@ use std::sync::Arc;
 use lance_namespace::LanceNamespace;
 use lance_namespace::error::{ErrorCode, NamespaceError};
 
+use crate::cloud::address::CLOUD_SCHEME;
+use crate::cloud::{CloudAddress, CloudOptions, Service};
+use crate::config::VersionSpec;
 use crate::error::{Error, Result};
 use crate::location::{REST_PREFIX, normalize_uri, redact_uri};
 use crate::session::LanceSessionCache;
@@ -28,6 +31,10 @@ pub enum NamespaceKind {
     /// Lance's REST namespace protocol: a server names the tables and their
     /// locations; their data is read and written directly.
     Rest,
+    /// A LanceDB Cloud or Enterprise database (`db://DATABASE`): the
+    /// service never says where its tables are stored; they are read
+    /// through its REST data plane.
+    Cloud,
 }
 
 /// A Lance namespace: its kind, root and the options used to reach it
@@ -60,6 +67,9 @@ impl NamespaceSpec {
     /// directory namespace, `rest+http(s)://…` for a REST namespace.
     pub fn new(root: &str, storage_options: BTreeMap<String, String>) -> Result<Self> {
         let trimmed = root.trim();
+        if CloudAddress::is_cloud(trimmed) {
+            return Self::cloud(trimmed, storage_options);
+        }
         if let Some(url) = trimmed.strip_prefix(REST_PREFIX) {
             let parsed = url::Url::parse(url).map_err(|e| {
                 Error::invalid_input(format!(
@@ -87,6 +97,60 @@ impl NamespaceSpec {
         })
     }
 
+    /// A LanceDB database: `db://DATABASE` and the options of its tables.
+    fn cloud(root: &str, options: BTreeMap<String, String>) -> Result<Self> {
+        let rest = root[CLOUD_SCHEME.len()..].trim_end_matches('/');
+        if rest.is_empty() {
+            return Err(Error::invalid_input(format!(
+                "LanceDB catalog '{root}': no database; expected db://DATABASE"
+            )));
+        }
+        if rest.contains('/') {
+            return Err(Error::not_supported(format!(
+                "LanceDB catalog '{root}': database prefixes (db://DATABASE/PREFIX) are not \
+                 supported yet; attach db://DATABASE"
+            )));
+        }
+        let spec = Self {
+            kind: NamespaceKind::Cloud,
+            root: format!("{CLOUD_SCHEME}{rest}"),
+            storage_options: options,
+        };
+        if !spec.cloud_service()?.version().is_latest() {
+            return Err(Error::not_supported(format!(
+                "LanceDB catalog '{root}': 'lance.version' pins one table; give it in the \
+                 OPTIONS of a CREATE EXTERNAL TABLE"
+            )));
+        }
+        Ok(spec)
+    }
+
+    /// The database of a LanceDB catalog.
+    fn database(&self) -> &str {
+        self.root.strip_prefix(CLOUD_SCHEME).unwrap_or(&self.root)
+    }
+
+    /// How a LanceDB catalog's service is reached.
+    pub(crate) fn cloud_service(&self) -> Result<Service> {
+        let options = self.storage_options.clone().into_iter().collect();
+        Service::parse(self.database(), &options)
+    }
+
+    /// Table `table` of namespace `namespace` of a LanceDB catalog.
+    pub(crate) fn cloud_table(&self, namespace: &[String], table: &str) -> Result<CloudOptions> {
+        let mut id = namespace.to_vec();
+        id.push(table.to_string());
+        let address = CloudAddress {
+            database: self.database().to_string(),
+            id,
+        };
+        let service = self.cloud_service()?;
+        Ok(CloudOptions {
+            table: service.table(&address),
+            version: VersionSpec::Latest,
+        })
+    }
+
     /// The storage options of the tables (for a REST namespace, without
     /// its client options).
     pub(crate) fn table_storage_options(&self) -> BTreeMap<String, String> {
@@ -101,6 +165,7 @@ impl NamespaceSpec {
     pub fn display_root(&self) -> String {
         match self.kind {
             NamespaceKind::Directory => redact_uri(&self.root),
+            NamespaceKind::Cloud => self.root.clone(),
             NamespaceKind::Rest => format!(
                 "{REST_PREFIX}{}",
                 redact_uri(&self.root).trim_end_matches('/')
@@ -114,8 +179,24 @@ impl NamespaceSpec {
         &self,
         cache: &LanceSessionCache,
     ) -> Result<Arc<dyn LanceNamespace>> {
+        use crate::cloud::options::{API_KEY, API_KEY_ENV};
         use lance_namespace_impls::{DirectoryNamespaceBuilder, RestNamespaceBuilder};
         use std::collections::HashMap;
+        if self.kind == NamespaceKind::Cloud {
+            let service = self.cloud_service()?;
+            let Some(key) = service.api_key() else {
+                return Err(Error::invalid_input(format!(
+                    "LanceDB catalog '{}': no API key; give the option '{API_KEY}' or set \
+                     {API_KEY_ENV}",
+                    self.root
+                )));
+            };
+            let namespace = RestNamespaceBuilder::new(service.endpoint())
+                .header("x-api-key", key)
+                .header("x-lancedb-database", self.database())
+                .build();
+            return Ok(Arc::new(namespace));
+        }
         if self.kind == NamespaceKind::Rest {
             let mut properties: HashMap<String, String> = self
                 .storage_options
@@ -157,7 +238,7 @@ impl NamespaceSpec {
     /// `super::ddl`).
     pub(crate) fn location_of(&self, relative: &str) -> String {
         match self.kind {
-            NamespaceKind::Directory => format!("{}/{relative}", self.root),
+            NamespaceKind::Directory | NamespaceKind::Cloud => format!("{}/{relative}", self.root),
             NamespaceKind::Rest => format!("{REST_PREFIX}{}/{relative}", self.root),
         }
     }

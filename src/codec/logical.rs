@@ -32,6 +32,7 @@ use crate::format::LanceFormatFactory;
 use crate::location::TableLocation;
 use crate::physical_plan::{IndexChange, OptimizeOptions, SchemaChange, TagChange, VacuumOptions};
 use crate::session::LanceSessionCache;
+use crate::table::cloud::CloudTableProvider;
 use crate::table::dml::{DmlOp, LanceDml};
 use crate::table::merge::LanceMerge;
 use crate::table::statement::{Maintain, StatementTable, statement_of};
@@ -230,6 +231,11 @@ impl LanceLogicalCodec {
         if let Some(table) = provider.downcast_ref::<LanceTableProvider>() {
             return Ok(Some(Table::Lance(self.encode_table(table)?)));
         }
+        if let Some(table) = provider.downcast_ref::<CloudTableProvider>() {
+            return Ok(Some(Table::Cloud(
+                self.storage.encode_cloud_provider(table)?,
+            )));
+        }
         if let Some(dml) = statement_of::<LanceDml>(provider) {
             return Ok(Some(Table::Dml(proto::DmlTable {
                 op: match dml.op() {
@@ -356,6 +362,7 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
         check_format(message.format)?;
         Ok(match required(message.table, "table")? {
             Table::Lance(table) => self.decode_table(Some(table), ctx)?,
+            Table::Cloud(table) => self.storage.decode_cloud_provider(table)?,
             Table::Dml(dml) => {
                 let op = match dml.op.as_str() {
                     "delete" => DmlOp::Delete,

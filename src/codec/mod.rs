@@ -56,6 +56,7 @@
 //! ```
 
 mod alter;
+mod cloud;
 mod logical;
 mod maintenance;
 mod physical;

@@ -34,9 +34,9 @@ use super::{
 };
 use crate::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
 use crate::physical_plan::{
-    LanceAlterExec, LanceCommitExec, LanceDeleteExec, LanceIndexExec, LanceMergeExec,
-    LanceOptimizeExec, LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec,
-    LanceWriteExec,
+    CloudScanExec, LanceAlterExec, LanceCommitExec, LanceDeleteExec, LanceIndexExec,
+    LanceMergeExec, LanceOptimizeExec, LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec,
+    LanceVacuumExec, LanceWriteExec,
 };
 use crate::physical_plan::{LanceSearchExec, SearchQuery};
 
@@ -60,6 +60,9 @@ impl LancePhysicalCodec {
         let s = &self.storage;
         if let Some(scan) = node.downcast_ref::<LanceScanExec>() {
             return Ok(Some(Node::Scan(self.encode_scan(scan)?)));
+        }
+        if let Some(scan) = node.downcast_ref::<CloudScanExec>() {
+            return Ok(Some(Node::CloudScan(s.encode_cloud_scan(scan)?)));
         }
         if let Some(write) = node.downcast_ref::<LanceWriteExec>() {
             return Ok(Some(Node::Write(s.encode_target(write.target())?)));
@@ -267,6 +270,7 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
         let input = |node| single_input(inputs, node);
         Ok(match required(message.node, "node")? {
             Node::Scan(scan) => Arc::new(self.decode_scan(scan, ctx)?),
+            Node::CloudScan(scan) => Arc::new(s.decode_cloud_scan(scan)?),
             Node::Write(target) => Arc::new(LanceWriteExec::new(
                 input("LanceWriteExec")?,
                 s.decode_target(Some(target))?,

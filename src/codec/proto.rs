@@ -443,7 +443,7 @@ pub(crate) struct PhysicalNode {
     pub format: u32,
     #[prost(
         oneof = "physical_node::Node",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15"
     )]
     pub node: Option<physical_node::Node>,
 }
@@ -477,6 +477,8 @@ pub(crate) mod physical_node {
         Search(super::SearchNode),
         #[prost(message, tag = "14")]
         Alter(super::AlterNode),
+        #[prost(message, tag = "15")]
+        CloudScan(crate::codec::cloud::CloudScanNode),
     }
 }
 
@@ -590,7 +592,7 @@ pub(crate) struct Provider {
     pub format: u32,
     #[prost(
         oneof = "provider::Table",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18"
     )]
     pub table: Option<provider::Table>,
 }
@@ -630,5 +632,7 @@ pub(crate) mod provider {
         Alter(super::AlterTable),
         #[prost(message, tag = "17")]
         HybridSearch(super::HybridSearchTable),
+        #[prost(message, tag = "18")]
+        Cloud(crate::codec::cloud::CloudProviderMessage),
     }
 }

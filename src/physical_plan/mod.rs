@@ -26,7 +26,7 @@ mod writing;
 pub(crate) use ddl::{alter, index, index_options};
 pub(crate) use maintaining::{maintenance, optimize, tag, vacuum};
 pub(crate) use merging::{merge, merge_options};
-pub(crate) use reading::{scan, scan_metrics};
+pub(crate) use reading::{cloud_scan, scan, scan_metrics};
 pub(crate) use row_level::{delete, rows, update};
 pub(crate) use searching::{hybrid, search};
 pub(crate) use writing::{
@@ -35,6 +35,7 @@ pub(crate) use writing::{
 };
 
 pub use alter::{DEFAULT_METADATA_KEY, LanceAlterExec, NewValues, SchemaChange};
+pub use cloud_scan::{CloudScanExec, RowRange};
 pub use commit::LanceCommitExec;
 pub use delete::LanceDeleteExec;
 pub use hybrid::{DEFAULT_RRF_K, HybridQuery, RELEVANCE_COLUMN};

@@ -10,11 +10,13 @@ use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::CreateExternalTable;
 
+use crate::cloud::{CloudAddress, CloudOptions};
 use crate::config::{LanceConfig, LanceTableOptions};
 use crate::error::Error;
 use crate::location::{TableLocation, normalize_uri};
 use crate::physical_plan::WriteTarget;
 use crate::session::LanceSessionCache;
+use crate::table::cloud::CloudTableProvider;
 use crate::table::{LanceTableProvider, create};
 
 /// Creates [`LanceTableProvider`]s for `CREATE EXTERNAL TABLE ... STORED AS LANCE`.
@@ -49,25 +51,11 @@ impl TableProviderFactory for LanceTableProviderFactory {
         cmd: &CreateExternalTable,
     ) -> DFResult<Arc<dyn TableProvider>> {
         let name = cmd.name.to_string();
+        check_clauses(&name, cmd)?;
+        if CloudAddress::is_cloud(&cmd.location) {
+            return create_cloud(name, cmd).await;
+        }
         let options = LanceTableOptions::from_options(&cmd.options)?;
-        if !cmd.table_partition_cols.is_empty() {
-            return Err(Error::not_supported(format!(
-                "table '{name}': PARTITIONED BY is not supported for Lance tables"
-            ))
-            .into());
-        }
-        if !cmd.order_exprs.is_empty() {
-            return Err(Error::not_supported(format!(
-                "table '{name}': WITH ORDER is not supported for Lance tables"
-            ))
-            .into());
-        }
-        if cmd.unbounded {
-            return Err(Error::not_supported(format!(
-                "table '{name}': Lance tables are bounded; UNBOUNDED is not supported"
-            ))
-            .into());
-        }
         let cache = LanceSessionCache::for_config(state.config());
         let declared = cmd.schema.as_arrow();
         let key = primary_key(&name, &cmd.constraints)?;
@@ -132,6 +120,44 @@ impl TableProviderFactory for LanceTableProviderFactory {
         }
         Ok(Arc::new(provider))
     }
+}
+
+/// `PARTITIONED BY`, `WITH ORDER` and `UNBOUNDED`, which no Lance table has.
+fn check_clauses(name: &str, cmd: &CreateExternalTable) -> Result<(), Error> {
+    if !cmd.table_partition_cols.is_empty() {
+        return Err(Error::not_supported(format!(
+            "table '{name}': PARTITIONED BY is not supported for Lance tables"
+        )));
+    }
+    if !cmd.order_exprs.is_empty() {
+        return Err(Error::not_supported(format!(
+            "table '{name}': WITH ORDER is not supported for Lance tables"
+        )));
+    }
+    if cmd.unbounded {
+        return Err(Error::not_supported(format!(
+            "table '{name}': Lance tables are bounded; UNBOUNDED is not supported"
+        )));
+    }
+    Ok(())
+}
+
+/// A LanceDB Cloud or Enterprise table (`db://`): it must exist; a declared
+/// column list must match it.
+async fn create_cloud(name: String, cmd: &CreateExternalTable) -> DFResult<Arc<dyn TableProvider>> {
+    if cmd.constraints.iter().next().is_some() {
+        return Err(Error::not_supported(format!(
+            "table '{name}': constraints are not supported for LanceDB tables (db://)"
+        ))
+        .into());
+    }
+    let options = CloudOptions::parse(&cmd.location, &cmd.options)?;
+    let provider = CloudTableProvider::open(name.clone(), options).await?;
+    let declared = cmd.schema.as_arrow();
+    if !declared.fields().is_empty() {
+        check_declared_schema(&name, declared, provider.schema().as_ref())?;
+    }
+    Ok(Arc::new(provider))
 }
 
 /// The PRIMARY KEY column indices (in key order); other constraints are errors.

@@ -10,13 +10,15 @@ use datafusion::execution::session_state::SessionState;
 use futures::FutureExt;
 
 use super::LanceTableProvider;
+use super::cloud::CloudTableProvider;
 use crate::config::VersionSpec;
 use crate::error::{Error, Result};
 use crate::location::{TableLocation, normalize_uri, redact_uri};
 use crate::session::LanceSessionCache;
 
 /// The Lance table `reference` names in `state`: `None` when no table has
-/// that name, or the table is not a Lance table.
+/// that name, or the table is not a Lance table; an error for a LanceDB
+/// Cloud table, which only queries read.
 pub(crate) async fn registered_lance_table(
     state: &dyn Session,
     reference: &TableReference,
@@ -31,6 +33,14 @@ pub(crate) async fn registered_lance_table(
         return Ok(None);
     };
     let any: Arc<dyn std::any::Any + Send + Sync> = table;
+    if let Some(cloud) = any.downcast_ref::<CloudTableProvider>() {
+        return Err(Error::not_supported(format!(
+            "table '{reference}' ({}) is a LanceDB Cloud table: only queries read it here; \
+             this statement is not supported for it yet",
+            cloud.display_uri()
+        ))
+        .into());
+    }
     Ok(any.downcast::<LanceTableProvider>().ok())
 }
 
@@ -137,6 +147,7 @@ pub(crate) async fn lance_table(
 ) -> Result<Arc<LanceTableProvider>> {
     match registered_lance_table(state, reference).await {
         Ok(Some(table)) => Ok(table),
+        Err(e) if Error::find(&e).is_some() => Err(e.into()),
         _ => Err(Error::not_found(format!(
             "{what}: '{reference}' is not a registered Lance table"
         ))),

@@ -1,5 +1,6 @@
 //! [`LanceTableProvider`]: a Lance dataset as a DataFusion table.
 
+pub(crate) mod cloud;
 pub(crate) mod create;
 pub(crate) mod dml;
 pub(crate) mod factory;

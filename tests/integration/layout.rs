@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("config", 2),
     ("name", 2),
     ("session", 3),
+    ("cloud", 3),
     ("physical_plan", 4),
     ("table", 5),
     ("udtf", 6),

@@ -3,6 +3,8 @@
 //! generated query sets). One test binary; one file per theme, shared
 //! helpers in `support` (and the fixtures the sqllogictests use too).
 
+#[path = "../common/fake_cloud.rs"]
+mod fake_cloud;
 #[path = "../common/fixtures.rs"]
 mod fixtures;
 mod support;
@@ -11,6 +13,7 @@ mod alter;
 mod api;
 mod catalog;
 mod cli;
+mod cloud;
 mod cluster;
 mod codec;
 mod concurrency;

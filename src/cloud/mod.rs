@@ -1,0 +1,22 @@
+//! LanceDB Cloud and Enterprise tables (`db://DATABASE/TABLE`): the service
+//! vends no storage credentials, only a REST data plane, so these tables are
+//! read through requests rather than by opening Lance files.
+//!
+//! * [`address`]: `db://` locations and the service's table ids;
+//! * [`options`]: `OPTIONS (...)` keys, the `LANCEDB_*` variables, and
+//!   [`CloudTable`], the plain data nodes carry;
+//! * [`client`]: the requests, their retry classes and errors;
+//! * [`sql`]: which filters travel, as Lance SQL text;
+//! * [`ipc`]: Arrow IPC bodies.
+
+pub(crate) mod address;
+pub(crate) mod client;
+pub(crate) mod ipc;
+pub(crate) mod options;
+pub(crate) mod sql;
+
+pub(crate) use address::CloudAddress;
+pub(crate) use client::{CloudClient, Page};
+pub(crate) use options::{CloudOptions, Service};
+pub(crate) use options::{CloudTable, RequestPolicy};
+pub(crate) use sql::to_lance_sql;

@@ -1,0 +1,157 @@
+//! The wire form of `db://` tables and their scans.
+
+use std::sync::Arc;
+
+use datafusion::error::Result as DFResult;
+
+use super::proto::Location;
+use super::{StoragePolicy, decode_schema, encode_schema, malformed, required};
+use crate::cloud::{CloudTable, RequestPolicy};
+use crate::physical_plan::cloud_scan::{CloudScanExec, CloudScanParts, RowRange};
+use crate::table::cloud::{CloudProviderParts, CloudTableProvider};
+
+/// A `db://` table: the API key is a storage option of its location, so it
+/// travels only when the encoder carries storage options.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct CloudTableMessage {
+    #[prost(message, optional, tag = "1")]
+    pub location: Option<Location>,
+    #[prost(string, tag = "2")]
+    pub endpoint: String,
+    #[prost(uint64, tag = "3")]
+    pub timeout_ms: u64,
+    #[prost(uint32, tag = "4")]
+    pub max_retries: u32,
+    #[prost(uint32, tag = "5")]
+    pub read_rows: u32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct RowRangeMessage {
+    #[prost(uint64, tag = "1")]
+    pub offset: u64,
+    #[prost(uint64, tag = "2")]
+    pub rows: u64,
+}
+
+/// A [`CloudScanExec`].
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct CloudScanNode {
+    #[prost(message, optional, tag = "1")]
+    pub table: Option<CloudTableMessage>,
+    #[prost(uint64, tag = "2")]
+    pub version: u64,
+    #[prost(message, repeated, tag = "3")]
+    pub ranges: Vec<RowRangeMessage>,
+    #[prost(string, repeated, tag = "4")]
+    pub columns: Vec<String>,
+    #[prost(message, optional, tag = "5")]
+    pub schema: Option<datafusion_proto::protobuf::Schema>,
+    #[prost(string, optional, tag = "6")]
+    pub filter: Option<String>,
+}
+
+/// A [`CloudTableProvider`].
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct CloudProviderMessage {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub table: Option<CloudTableMessage>,
+    #[prost(message, optional, tag = "3")]
+    pub schema: Option<datafusion_proto::protobuf::Schema>,
+    #[prost(uint64, optional, tag = "4")]
+    pub version: Option<u64>,
+}
+
+impl StoragePolicy {
+    fn encode_cloud_table(&self, table: &CloudTable) -> CloudTableMessage {
+        CloudTableMessage {
+            location: Some(self.encode_location(&table.location)),
+            endpoint: table.endpoint.clone(),
+            timeout_ms: table.requests.timeout_ms,
+            max_retries: table.requests.max_retries,
+            read_rows: table.requests.read_rows,
+        }
+    }
+
+    fn decode_cloud_table(&self, table: Option<CloudTableMessage>) -> DFResult<CloudTable> {
+        let table = required(table, "LanceDB table")?;
+        if table.timeout_ms == 0 || table.read_rows == 0 || table.read_rows > i32::MAX as u32 {
+            return Err(malformed("LanceDB request policy"));
+        }
+        Ok(CloudTable {
+            location: self.decode_location(table.location)?,
+            endpoint: table.endpoint,
+            requests: RequestPolicy {
+                timeout_ms: table.timeout_ms,
+                max_retries: table.max_retries,
+                read_rows: table.read_rows,
+            },
+        })
+    }
+
+    pub(super) fn encode_cloud_scan(&self, scan: &CloudScanExec) -> DFResult<CloudScanNode> {
+        let p = scan.parts();
+        Ok(CloudScanNode {
+            table: Some(self.encode_cloud_table(&p.table)),
+            version: p.version,
+            ranges: p
+                .ranges
+                .iter()
+                .map(|r| RowRangeMessage {
+                    offset: r.offset,
+                    rows: r.rows,
+                })
+                .collect(),
+            columns: p.columns.clone(),
+            schema: Some(encode_schema(&p.schema)?),
+            filter: p.filter.clone(),
+        })
+    }
+
+    pub(super) fn decode_cloud_scan(&self, scan: CloudScanNode) -> DFResult<CloudScanExec> {
+        Ok(CloudScanExec::new(CloudScanParts {
+            table: self.decode_cloud_table(scan.table)?,
+            version: scan.version,
+            ranges: scan
+                .ranges
+                .into_iter()
+                .map(|r| RowRange {
+                    offset: r.offset,
+                    rows: r.rows,
+                })
+                .collect(),
+            columns: scan.columns,
+            schema: decode_schema(scan.schema)?,
+            filter: scan.filter,
+        }))
+    }
+
+    pub(super) fn encode_cloud_provider(
+        &self,
+        provider: &CloudTableProvider,
+    ) -> DFResult<CloudProviderMessage> {
+        let p = provider.parts();
+        Ok(CloudProviderMessage {
+            name: p.name,
+            table: Some(self.encode_cloud_table(&p.table)),
+            schema: Some(encode_schema(&p.schema)?),
+            version: p.version,
+        })
+    }
+
+    pub(super) fn decode_cloud_provider(
+        &self,
+        provider: CloudProviderMessage,
+    ) -> DFResult<Arc<CloudTableProvider>> {
+        Ok(Arc::new(CloudTableProvider::from_parts(
+            CloudProviderParts {
+                name: provider.name,
+                table: self.decode_cloud_table(provider.table)?,
+                schema: decode_schema(provider.schema)?,
+                version: provider.version,
+            },
+        )))
+    }
+}

@@ -1,0 +1,272 @@
+//! [`CloudTableProvider`]: a LanceDB Cloud or Enterprise table (`db://`) as
+//! a DataFusion table, read through the service's REST data plane.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::Session;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+
+use super::pushdown;
+use crate::cloud::{CloudClient, CloudOptions, CloudTable, to_lance_sql};
+use crate::config::VersionSpec;
+use crate::error::{Error, Result};
+use crate::physical_plan::cloud_scan::{CloudScanExec, CloudScanParts, RowRange};
+
+/// A table of a LanceDB Cloud or Enterprise database. Each scan pins the
+/// version it reads (the latest, or `lance.version`), counts the rows that
+/// pass the pushed filter, and splits them into row ranges, one per
+/// partition.
+pub(crate) struct CloudTableProvider {
+    name: String,
+    table: CloudTable,
+    schema: SchemaRef,
+    version: Option<u64>,
+}
+
+impl fmt::Debug for CloudTableProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CloudTableProvider")
+            .field("name", &self.name)
+            .field("table", &self.table)
+            .field("version", &self.version)
+            .finish()
+    }
+}
+
+/// Everything a [`CloudTableProvider`] holds, as plain data (for codecs).
+#[derive(Debug, Clone)]
+pub(crate) struct CloudProviderParts {
+    pub name: String,
+    pub table: CloudTable,
+    pub schema: SchemaRef,
+    pub version: Option<u64>,
+}
+
+impl CloudTableProvider {
+    /// Opens the table `options` name: its schema from the service
+    /// (`describe`), at the pinned version if one is given.
+    pub(crate) async fn open(name: String, options: CloudOptions) -> Result<Self> {
+        let version = match options.version {
+            VersionSpec::Latest => None,
+            VersionSpec::Version(v) => Some(v),
+            VersionSpec::Tag(_) => {
+                return Err(Error::not_supported(format!(
+                    "table '{name}': tags of LanceDB tables are not supported"
+                )));
+            }
+        };
+        let client = CloudClient::connect(&options.table)?;
+        let (_, schema) = client.describe(version).await?;
+        Ok(Self {
+            name,
+            table: options.table,
+            schema: Arc::new(schema),
+            version,
+        })
+    }
+
+    /// The provider `parts` describe.
+    pub(crate) fn from_parts(parts: CloudProviderParts) -> Self {
+        Self {
+            name: parts.name,
+            table: parts.table,
+            schema: parts.schema,
+            version: parts.version,
+        }
+    }
+
+    /// Everything the provider holds.
+    pub(crate) fn parts(&self) -> CloudProviderParts {
+        CloudProviderParts {
+            name: self.name.clone(),
+            table: self.table.clone(),
+            schema: Arc::clone(&self.schema),
+            version: self.version,
+        }
+    }
+
+    /// The table's `db://` location (without credentials).
+    pub(crate) fn display_uri(&self) -> &str {
+        &self.table.location.display_uri
+    }
+
+    fn refuse(&self, what: &str) -> datafusion::error::DataFusionError {
+        Error::not_supported(format!(
+            "table '{}' ({}): {what} is not supported for LanceDB Cloud tables yet; they are \
+             read-only here",
+            self.name,
+            self.display_uri()
+        ))
+        .into()
+    }
+
+    /// The version a scan reads, checking that its schema is the one the
+    /// table was registered with.
+    async fn pin(&self, client: &CloudClient) -> Result<u64> {
+        if let Some(v) = self.version {
+            return Ok(v);
+        }
+        let (version, schema) = client.describe(None).await?;
+        let same = schema.fields().len() == self.schema.fields().len()
+            && schema
+                .fields()
+                .iter()
+                .zip(self.schema.fields())
+                .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+        if !same {
+            return Err(Error::schema_mismatch(format!(
+                "table '{}': the schema of {} changed at version {version}; re-register the \
+                 table to pick up schema changes",
+                self.name,
+                self.display_uri()
+            )));
+        }
+        Ok(version)
+    }
+}
+
+#[async_trait]
+impl TableProvider for CloudTableProvider {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DFResult<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if pushdown::is_exact(f, &self.schema) && to_lance_sql(f).is_some() {
+                    TableProviderFilterPushDown::Exact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let filter = filters
+            .iter()
+            .map(|f| {
+                to_lance_sql(f).ok_or_else(|| {
+                    datafusion::error::DataFusionError::Internal(format!(
+                        "filter {f} was pushed to LanceDB table '{}' but has no Lance SQL form",
+                        self.name
+                    ))
+                })
+            })
+            .collect::<DFResult<Vec<_>>>()?;
+        let filter = (!filter.is_empty()).then(|| filter.join(" AND "));
+        let schema: SchemaRef = match projection {
+            Some(p) => Arc::new(self.schema.project(p)?),
+            None => Arc::clone(&self.schema),
+        };
+        let mut columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        if columns.is_empty() {
+            // Rows are counted: ask for the narrowest thing there is, one column.
+            columns.extend(self.schema.fields().first().map(|f| f.name().clone()));
+        }
+        let client = CloudClient::connect(&self.table)?;
+        let version = self.pin(&client).await?;
+        let count = client.count_rows(version, filter.as_deref()).await?;
+        let total = limit.map_or(count, |l| count.min(l as u64));
+        let ranges = split(
+            total,
+            state.config().target_partitions(),
+            u64::from(self.table.requests.read_rows),
+        );
+        Ok(Arc::new(CloudScanExec::new(CloudScanParts {
+            table: self.table.clone(),
+            version,
+            ranges,
+            columns,
+            schema,
+            filter,
+        })))
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        _input: Arc<dyn ExecutionPlan>,
+        _insert_op: InsertOp,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Err(self.refuse("INSERT"))
+    }
+
+    async fn delete_from(
+        &self,
+        _state: &dyn Session,
+        _filters: Vec<Expr>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Err(self.refuse("DELETE"))
+    }
+
+    async fn update(
+        &self,
+        _state: &dyn Session,
+        _assignments: Vec<(String, Expr)>,
+        _filters: Vec<Expr>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Err(self.refuse("UPDATE"))
+    }
+
+    async fn truncate(&self, _state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Err(self.refuse("TRUNCATE"))
+    }
+}
+
+/// `total` rows as at most `partitions` ranges of at least `page` rows each
+/// (one range when there are fewer).
+fn split(total: u64, partitions: usize, page: u64) -> Vec<RowRange> {
+    let n = total
+        .div_ceil(page.max(1))
+        .clamp(1, partitions.max(1) as u64);
+    let (base, extra) = (total / n, total % n);
+    let mut offset = 0;
+    (0..n)
+        .map(|i| {
+            let rows = base + u64::from(i < extra);
+            let range = RowRange { offset, rows };
+            offset += rows;
+            range
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_split_into_ranges_of_at_least_a_page() {
+        let r = |v: Vec<RowRange>| v.iter().map(|r| (r.offset, r.rows)).collect::<Vec<_>>();
+        assert_eq!(r(split(0, 4, 10)), vec![(0, 0)]);
+        assert_eq!(r(split(15, 4, 10)), vec![(0, 8), (8, 7)]);
+        assert_eq!(
+            r(split(100, 4, 10)),
+            vec![(0, 25), (25, 25), (50, 25), (75, 25)]
+        );
+        assert_eq!(r(split(7, 4, 100)), vec![(0, 7)]);
+    }
+}

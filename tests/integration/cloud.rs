@@ -1,0 +1,395 @@
+//! LanceDB Cloud tables (`db://`) against the fake service of
+//! `tests/common/fake_cloud.rs`: reads equal the same table opened locally,
+//! filters travel only when exact, `count(*)` is one request, keys stay
+//! secret, failures are retried by class and named, plans round-trip.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::physical_plan::{ExecutionPlan, collect, displayable};
+use datafusion::prelude::SessionContext;
+use datafusion_lance::{Error, LanceLogicalCodec, LancePhysicalCodec, register_lance_catalog};
+use datafusion_proto::bytes::{
+    logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
+    physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+};
+
+use crate::fake_cloud::{API_KEY, FakeCloud, Fault};
+use crate::fixtures;
+use crate::support::{context, ok, private_cache, sorted_rows, sql, try_rows};
+
+/// The fake with the `numbers` fixture as table `numbers`, and a context
+/// with it as `local` (opened from storage) and `cloud` (through the fake,
+/// 128 rows per request, 3 partitions).
+async fn setup() -> (FakeCloud, SessionContext) {
+    let fake = FakeCloud::start().await;
+    let path = fake.table_path("numbers");
+    fixtures::numbers(&path).await;
+    let ctx = context(3, &private_cache());
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE local STORED AS LANCE LOCATION '{path}'"),
+    )
+    .await;
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE cloud STORED AS LANCE LOCATION 'db://mydb/numbers' \
+             OPTIONS ({})",
+            fake.options("'read_rows_per_request' '128'")
+        ),
+    )
+    .await;
+    (fake, ctx)
+}
+
+async fn physical(ctx: &SessionContext, query: &str) -> Arc<dyn ExecutionPlan> {
+    ctx.sql(query)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap()
+}
+
+fn text(plan: &Arc<dyn ExecutionPlan>) -> String {
+    displayable(plan.as_ref()).indent(true).to_string()
+}
+
+/// Queries whose answers must not depend on where the table is read from.
+const CORPUS: &[&str] = &[
+    "SELECT * FROM {t}",
+    "SELECT id, s FROM {t} WHERE id > 900",
+    "SELECT id FROM {t} WHERE id BETWEEN 10 AND 40",
+    "SELECT id, s FROM {t} WHERE s = 'it''s 9'",
+    "SELECT id FROM {t} WHERE s LIKE 'Ab1%'",
+    "SELECT id FROM {t} WHERE s LIKE '50\\%%'",
+    "SELECT id FROM {t} WHERE s NOT LIKE 'row-%' AND id < 100",
+    "SELECT id FROM {t} WHERE id IN (1, 2, 3, 500, 5)",
+    "SELECT id FROM {t} WHERE id NOT IN (1, 2, 3) AND id < 10",
+    "SELECT id FROM {t} WHERE v IS NULL",
+    "SELECT id FROM {t} WHERE s IS NOT NULL AND b",
+    "SELECT id FROM {t} WHERE NOT (id < 990)",
+    "SELECT id, v FROM {t} WHERE v > 100.5",
+    "SELECT id, v FROM {t} WHERE v < 0.0",
+    "SELECT id FROM {t} WHERE b = false OR id = 3",
+    "SELECT id FROM {t} WHERE id % 7 = 0 AND id < 200",
+    "SELECT id FROM {t} WHERE lower(s) = 'ab4'",
+    "SELECT id, d FROM {t} WHERE d IS NOT NULL AND id < 50",
+    "SELECT count(*) FROM {t}",
+    "SELECT count(*), sum(id) FROM {t} WHERE id > 500",
+    "SELECT b, count(*), min(id) FROM {t} GROUP BY b",
+    "SELECT id FROM {t} ORDER BY id DESC LIMIT 7",
+    "SELECT count(*) FROM (SELECT * FROM {t} WHERE id > 100 LIMIT 5)",
+    "SELECT count(*) FROM (SELECT id FROM {t} LIMIT 300)",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_db_table_reads_like_the_same_table_opened_locally() {
+    let (_fake, ctx) = setup().await;
+    for query in CORPUS {
+        let local = try_rows(&ctx, &query.replace("{t}", "local")).await;
+        let cloud = try_rows(&ctx, &query.replace("{t}", "cloud")).await;
+        let local = local.unwrap_or_else(|e| panic!("{query} (local): {e}"));
+        let cloud = cloud.unwrap_or_else(|e| panic!("{query} (cloud): {e}"));
+        assert!(!local.is_empty(), "{query}: selects nothing");
+        assert_eq!(cloud, local, "{query}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_filters_travel_as_lance_sql_and_others_stay() {
+    let (_fake, ctx) = setup().await;
+    let pushed = text(
+        &physical(
+            &ctx,
+            "SELECT id FROM cloud WHERE id > 900 AND s = 'it''s 9'",
+        )
+        .await,
+    );
+    assert!(
+        pushed.contains("CloudScanExec: table=db://mydb/numbers, version=")
+            && pushed.contains("filter=(`id` > 900) AND (`s` = 'it''s 9')")
+            && !pushed.contains("FilterExec"),
+        "{pushed}"
+    );
+    // A function, a float compared with zero, a backslash: DataFusion's.
+    for query in [
+        "SELECT id FROM cloud WHERE lower(s) = 'ab4'",
+        "SELECT id FROM cloud WHERE v < 0.0",
+        "SELECT id FROM cloud WHERE s LIKE '50\\%%'",
+    ] {
+        let plan = text(&physical(&ctx, query).await);
+        assert!(
+            plan.contains("FilterExec") && !plan.contains("filter="),
+            "{query}:\n{plan}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn count_is_one_request_and_reads_page_by_partition() {
+    let (fake, ctx) = setup().await;
+    let want = sorted_rows(&sql(&ctx, "SELECT count(*) FROM local").await.unwrap());
+    fake.clear_log();
+    let got = sorted_rows(&sql(&ctx, "SELECT count(*) FROM cloud").await.unwrap());
+    assert_eq!(got, want);
+    assert_eq!(fake.log(), vec!["describe_table", "count_table_rows"]);
+
+    fake.clear_log();
+    let rows = sql(&ctx, "SELECT * FROM cloud").await.unwrap();
+    let n: usize = rows.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(vec![n.to_string()], want);
+    // 3 partitions of ~314 rows, 128 rows per request: 3 requests each.
+    let queries = fake.log().iter().filter(|k| **k == "query_table").count();
+    assert_eq!(queries, 9, "{:?}", fake.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_key_or_a_missing_table_is_named_and_the_key_never_shown() {
+    let (fake, ctx) = setup().await;
+    let err = sql(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE bad STORED AS LANCE LOCATION 'db://mydb/numbers' \
+             OPTIONS ('api_key' 'sk-wrong-secret', 'host_override' '{}')",
+            fake.url()
+        ),
+    )
+    .await
+    .unwrap_err();
+    match Error::find(&err) {
+        Some(Error::Cloud {
+            message,
+            status: Some(401),
+        }) => assert!(
+            message.contains("'db://mydb/numbers': describe failed after 1 attempt: HTTP 401"),
+            "{message}"
+        ),
+        other => panic!("{other:?} ({err})"),
+    }
+    assert!(!err.to_string().contains("sk-wrong-secret"), "{err}");
+
+    let err = sql(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE nope STORED AS LANCE LOCATION 'db://mydb/nope' OPTIONS ({})",
+            fake.options("")
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(Error::find(&err), Some(Error::NotFound { message }) if message.contains("'db://mydb/nope'")),
+        "{err}"
+    );
+
+    let plan = sql(&ctx, "EXPLAIN VERBOSE SELECT * FROM cloud WHERE id > 3")
+        .await
+        .unwrap();
+    let shown = sorted_rows(&plan).join("\n");
+    assert!(shown.contains("CloudScanExec") && !shown.contains(API_KEY));
+
+    let err = sql(
+        &ctx,
+        "CREATE EXTERNAL TABLE o STORED AS LANCE LOCATION 'db://mydb/numbers' \
+         OPTIONS ('apikey' 'x')",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("unknown option 'apikey' for a LanceDB table (db://); known: api_key"),
+        "{err}"
+    );
+    for statement in [
+        "INSERT INTO cloud SELECT * FROM local",
+        "DELETE FROM cloud WHERE id = 1",
+        "UPDATE cloud SET id = 1",
+    ] {
+        let err = sql(&ctx, statement).await.unwrap_err().to_string();
+        assert!(
+            err.contains("table 'cloud' (db://mydb/numbers)") && err.contains("not supported"),
+            "{statement}: {err}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_retry_outages_and_give_up_by_name() {
+    let (fake, ctx) = setup().await;
+    let want = try_rows(&ctx, "SELECT id FROM local WHERE id < 100").await;
+    fake.fail_next("query_table", &[Fault::Unavailable, Fault::Throttled]);
+    fake.fail_next("count_table_rows", &[Fault::Unavailable]);
+    let got = try_rows(&ctx, "SELECT id FROM cloud WHERE id < 100").await;
+    assert_eq!(got, want);
+
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE once STORED AS LANCE LOCATION 'db://mydb/numbers' \
+             OPTIONS ({})",
+            fake.options("'max_retries' '0'")
+        ),
+    )
+    .await;
+    fake.fail_next("query_table", &[Fault::Unavailable]);
+    let err = sql(&ctx, "SELECT id FROM once WHERE id < 100")
+        .await
+        .unwrap_err();
+    match Error::find(&err) {
+        Some(Error::Cloud {
+            message,
+            status: Some(503),
+        }) => assert!(
+            message.contains("'db://mydb/numbers': query failed after 1 attempt: HTTP 503"),
+            "{message}"
+        ),
+        other => panic!("{other:?} ({err})"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_plans_round_trip_and_carry_the_key_only_when_asked() {
+    let (_fake, ctx) = setup().await;
+    let query = "SELECT id, s FROM cloud WHERE id > 900";
+    let want = try_rows(&ctx, query).await.unwrap();
+
+    let plan = physical(&ctx, query).await;
+    let bytes =
+        physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &LancePhysicalCodec::new())
+            .unwrap();
+    assert!(!contains(&bytes, API_KEY.as_bytes()));
+    let worker = context(2, &private_cache());
+    let codec = LancePhysicalCodec::new()
+        .with_default_storage_options([("api_key".to_string(), API_KEY.to_string())]);
+    let decoded =
+        physical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec).unwrap();
+    assert_eq!(text(&decoded), text(&plan));
+    let got = collect(decoded, worker.task_ctx()).await.unwrap();
+    assert_eq!(sorted_rows(&got), want);
+
+    if std::env::var("LANCEDB_API_KEY").is_err() {
+        let keyless = physical_plan_from_bytes_with_extension_codec(
+            &bytes,
+            &worker.task_ctx(),
+            &LancePhysicalCodec::new(),
+        )
+        .unwrap();
+        let err = collect(keyless, worker.task_ctx()).await.unwrap_err();
+        assert!(err.to_string().contains("no API key"), "{err}");
+    }
+
+    let logical = ctx.sql(query).await.unwrap().into_optimized_plan().unwrap();
+    let hidden =
+        logical_plan_to_bytes_with_extension_codec(&logical, &LanceLogicalCodec::new()).unwrap();
+    assert!(!contains(&hidden, API_KEY.as_bytes()));
+    let carrying = LanceLogicalCodec::new().with_storage_options_in_plan(true);
+    let bytes = logical_plan_to_bytes_with_extension_codec(&logical, &carrying).unwrap();
+    let decoded =
+        logical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &carrying)
+            .unwrap();
+    let got = worker
+        .execute_logical_plan(decoded)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(sorted_rows(&got), want);
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_is_a_catalog_of_its_tables() {
+    let (fake, ctx) = setup().await;
+    let options = |key: &str| {
+        BTreeMap::from([
+            ("api_key".to_string(), key.to_string()),
+            ("host_override".to_string(), fake.url()),
+        ])
+    };
+    register_lance_catalog(&ctx, "lancedb", "db://mydb", options(API_KEY))
+        .await
+        .unwrap();
+    let tables = try_rows(
+        &ctx,
+        "SELECT table_schema, table_name FROM information_schema.tables \
+         WHERE table_catalog = 'lancedb' AND table_schema <> 'information_schema'",
+    )
+    .await
+    .unwrap();
+    assert_eq!(tables, vec!["public|numbers"]);
+    assert_eq!(
+        try_rows(&ctx, "SELECT count(*), sum(id) FROM lancedb.public.numbers")
+            .await
+            .unwrap(),
+        vec!["941|470118"]
+    );
+    let err = sql(&ctx, "SELECT * FROM lancedb.public.nope")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("lancedb.public.nope") && err.contains("not found"),
+        "{err}"
+    );
+    for statement in [
+        "CREATE TABLE lancedb.public.x AS SELECT 1 AS a",
+        "DROP TABLE lancedb.public.numbers",
+        "CREATE SCHEMA lancedb.s",
+    ] {
+        let err = sql(&ctx, statement).await.unwrap_err().to_string();
+        assert!(
+            err.contains("catalog 'lancedb' (db://mydb)") && err.contains("read-only here"),
+            "{statement}: {err}"
+        );
+    }
+    let err = register_lance_catalog(&ctx, "bad", "db://mydb", options("sk-nope"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("'db://mydb': listing tables failed") && !err.contains("sk-nope"),
+        "{err}"
+    );
+    let err = register_lance_catalog(&ctx, "bad", "db://mydb/prefix", options(API_KEY))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("database prefixes"), "{err}");
+}
+
+/// What a user types: the key and the service from the environment, the
+/// database attached with `--catalog`, several statements in one `-c`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lance_sql_attaches_a_database_with_the_key_from_the_environment() {
+    let fake = FakeCloud::start().await;
+    fixtures::numbers(&fake.table_path("numbers")).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+        .args([
+            "-q",
+            "--format",
+            "csv",
+            "--catalog",
+            "cloud=db://mydb",
+            "-c",
+            "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'cloud' \
+             AND table_schema = 'public'; \
+             SELECT count(*) AS n, sum(id) AS s FROM cloud.public.numbers WHERE id >= 500",
+        ])
+        .env("LANCEDB_API_KEY", API_KEY)
+        .env("LANCEDB_HOST_OVERRIDE", fake.url())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "table_name\nnumbers\nn,s\n471,352913\n"
+    );
+    assert!(!stderr.contains(API_KEY));
+}
