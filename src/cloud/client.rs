@@ -27,6 +27,9 @@ use crate::error::{Error, Result};
 pub(crate) enum RetryClass {
     /// Reads: on 409, 429, 5xx, timeouts and connection errors.
     Read,
+    /// Appends: only when the failure proves nothing was applied (the
+    /// connection was refused, or the service answered 429).
+    Append,
 }
 
 /// A client for one table of a LanceDB Cloud or Enterprise database.
@@ -167,6 +170,36 @@ impl CloudClient {
         ipc::decode(&body).map_err(|e| self.unreadable("query", &e))
     }
 
+    /// Appends `rows` rows (`batches`, in `schema`) in one request, or
+    /// replaces the table with them (`overwrite`); the version made, if the
+    /// service says.
+    pub(crate) async fn insert(
+        &self,
+        schema: &Schema,
+        batches: &[RecordBatch],
+        rows: usize,
+        overwrite: bool,
+    ) -> Result<Option<u64>> {
+        let body = ipc::encode(schema, batches).map_err(|e| Error::Cloud {
+            message: format!("LanceDB table '{}': encoding {rows} rows: {e}", self.table),
+            status: None,
+        })?;
+        let mode = if overwrite { "overwrite" } else { "append" };
+        let answer = self
+            .send("insert", RetryClass::Append, || {
+                table_api::insert_into_table(
+                    &self.config,
+                    &self.id,
+                    body.clone(),
+                    None,
+                    None,
+                    Some(mode),
+                )
+            })
+            .await?;
+        Ok(answer.version.and_then(|v| u64::try_from(v).ok()))
+    }
+
     /// Sends a request until it succeeds or its class forbids another try.
     async fn send<T, E, F, Fut>(&self, request: &str, class: RetryClass, mut call: F) -> Result<T>
     where
@@ -184,20 +217,26 @@ impl CloudClient {
                 tokio::time::sleep(backoff(attempts)).await;
                 continue;
             }
-            return Err(self.give_up(request, attempts, failure));
+            return Err(self.give_up(request, class, attempts, failure));
         }
     }
 
-    fn give_up(&self, request: &str, attempts: u32, failure: Failure) -> Error {
+    fn give_up(&self, request: &str, class: RetryClass, attempts: u32, failure: Failure) -> Error {
         let tries = if attempts == 1 {
             "1 attempt".to_string()
         } else {
             format!("{attempts} attempts")
         };
-        let message = format!(
+        let mut message = format!(
             "LanceDB table '{}': {request} failed after {tries}: {}",
             self.table, failure.message
         );
+        if class == RetryClass::Append && failure.ambiguous() {
+            message.push_str(
+                "; the service may have applied it: check the table before sending the rows \
+                 again",
+            );
+        }
         match failure.status {
             Some(404) => Error::not_found(message),
             status => Error::Cloud { message, status },
@@ -262,8 +301,15 @@ impl Failure {
         }
     }
 
+    /// The request may have been carried out: it was sent, and the answer
+    /// (if any) does not say it was refused.
+    fn ambiguous(&self) -> bool {
+        !self.not_sent && !matches!(self.status, Some(400..=499))
+    }
+
     fn retryable(&self, class: RetryClass) -> bool {
         match class {
+            RetryClass::Append => self.not_sent || self.status == Some(429),
             RetryClass::Read => {
                 self.not_sent
                     || self.lost

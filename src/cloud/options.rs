@@ -16,6 +16,8 @@ const HOST_OVERRIDE: &str = "host_override";
 const TIMEOUT: &str = "request_timeout_ms";
 const RETRIES: &str = "max_retries";
 const READ_ROWS: &str = "read_rows_per_request";
+const WRITE_ROWS: &str = "write_rows_per_request";
+const WRITE_BYTES: &str = "write_bytes_per_request";
 const VERSION: &str = "lance.version";
 
 /// Environment variables that supply an option no `OPTIONS` key gives.
@@ -44,6 +46,14 @@ pub(crate) const CLOUD_OPTIONS: &[(&str, &str)] = &[
         READ_ROWS,
         "rows asked for in one read request (default 65536)",
     ),
+    (
+        WRITE_ROWS,
+        "rows sent in one `INSERT` request (default 100000); each request makes a version",
+    ),
+    (
+        WRITE_BYTES,
+        "bytes (in memory) sent in one `INSERT` request (default 67108864)",
+    ),
     (VERSION, "read this version; the table is read-only"),
 ];
 
@@ -56,6 +66,10 @@ pub(crate) struct RequestPolicy {
     pub max_retries: u32,
     /// Rows asked for in one read request.
     pub read_rows: u32,
+    /// Rows sent in one write request.
+    pub write_rows: u64,
+    /// Bytes (in memory) sent in one write request.
+    pub write_bytes: u64,
 }
 
 impl Default for RequestPolicy {
@@ -64,6 +78,8 @@ impl Default for RequestPolicy {
             timeout_ms: 30_000,
             max_retries: 3,
             read_rows: 65_536,
+            write_rows: 100_000,
+            write_bytes: 64 << 20,
         }
     }
 }
@@ -208,6 +224,12 @@ impl Service {
                 .ok()
                 .filter(|n| *n <= i32::MAX as u32)
                 .ok_or_else(|| Error::invalid_option(READ_ROWS, *v, "at most 2147483647"))?;
+        }
+        if let Some(v) = given.get(WRITE_ROWS) {
+            requests.write_rows = positive(WRITE_ROWS, v)?;
+        }
+        if let Some(v) = given.get(WRITE_BYTES) {
+            requests.write_bytes = positive(WRITE_BYTES, v)?;
         }
         let version = match given.get(VERSION) {
             Some(v) => match v.trim().parse::<u64>() {

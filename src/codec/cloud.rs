@@ -3,11 +3,13 @@
 use std::sync::Arc;
 
 use datafusion::error::Result as DFResult;
+use datafusion::physical_plan::ExecutionPlan;
 
 use super::proto::Location;
 use super::{StoragePolicy, decode_schema, encode_schema, malformed, required};
 use crate::cloud::{CloudTable, RequestPolicy};
 use crate::physical_plan::cloud_scan::{CloudScanExec, CloudScanParts, RowRange};
+use crate::physical_plan::cloud_write::{CloudWriteExec, CloudWriteParts};
 use crate::table::cloud::{CloudProviderParts, CloudTableProvider};
 
 /// A `db://` table: the API key is a storage option of its location, so it
@@ -24,6 +26,23 @@ pub(crate) struct CloudTableMessage {
     pub max_retries: u32,
     #[prost(uint32, tag = "5")]
     pub read_rows: u32,
+    #[prost(uint64, tag = "6")]
+    pub write_rows: u64,
+    #[prost(uint64, tag = "7")]
+    pub write_bytes: u64,
+}
+
+/// A [`CloudWriteExec`] (its input travels as DataFusion's).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct CloudWriteNode {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub table: Option<CloudTableMessage>,
+    #[prost(message, optional, tag = "3")]
+    pub schema: Option<datafusion_proto::protobuf::Schema>,
+    #[prost(bool, tag = "4")]
+    pub overwrite: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -72,12 +91,19 @@ impl StoragePolicy {
             timeout_ms: table.requests.timeout_ms,
             max_retries: table.requests.max_retries,
             read_rows: table.requests.read_rows,
+            write_rows: table.requests.write_rows,
+            write_bytes: table.requests.write_bytes,
         }
     }
 
     fn decode_cloud_table(&self, table: Option<CloudTableMessage>) -> DFResult<CloudTable> {
         let table = required(table, "LanceDB table")?;
-        if table.timeout_ms == 0 || table.read_rows == 0 || table.read_rows > i32::MAX as u32 {
+        if table.timeout_ms == 0
+            || table.read_rows == 0
+            || table.read_rows > i32::MAX as u32
+            || table.write_rows == 0
+            || table.write_bytes == 0
+        {
             return Err(malformed("LanceDB request policy"));
         }
         Ok(CloudTable {
@@ -87,6 +113,8 @@ impl StoragePolicy {
                 timeout_ms: table.timeout_ms,
                 max_retries: table.max_retries,
                 read_rows: table.read_rows,
+                write_rows: table.write_rows,
+                write_bytes: table.write_bytes,
             },
         })
     }
@@ -126,6 +154,32 @@ impl StoragePolicy {
             schema: decode_schema(scan.schema)?,
             filter: scan.filter,
         }))
+    }
+
+    pub(super) fn encode_cloud_write(&self, write: &CloudWriteExec) -> DFResult<CloudWriteNode> {
+        let p = write.parts();
+        Ok(CloudWriteNode {
+            name: p.name.clone(),
+            table: Some(self.encode_cloud_table(&p.table)),
+            schema: Some(encode_schema(&p.schema)?),
+            overwrite: p.overwrite,
+        })
+    }
+
+    pub(super) fn decode_cloud_write(
+        &self,
+        write: CloudWriteNode,
+        input: Arc<dyn ExecutionPlan>,
+    ) -> DFResult<CloudWriteExec> {
+        Ok(CloudWriteExec::new(
+            input,
+            CloudWriteParts {
+                name: write.name,
+                table: self.decode_cloud_table(write.table)?,
+                schema: decode_schema(write.schema)?,
+                overwrite: write.overwrite,
+            },
+        ))
     }
 
     pub(super) fn encode_cloud_provider(

@@ -34,9 +34,9 @@ use super::{
 };
 use crate::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
 use crate::physical_plan::{
-    CloudScanExec, LanceAlterExec, LanceCommitExec, LanceDeleteExec, LanceIndexExec,
-    LanceMergeExec, LanceOptimizeExec, LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec,
-    LanceVacuumExec, LanceWriteExec,
+    CloudScanExec, CloudWriteExec, LanceAlterExec, LanceCommitExec, LanceDeleteExec,
+    LanceIndexExec, LanceMergeExec, LanceOptimizeExec, LanceScanExec, LanceSink, LanceTagExec,
+    LanceUpdateExec, LanceVacuumExec, LanceWriteExec,
 };
 use crate::physical_plan::{LanceSearchExec, SearchQuery};
 
@@ -63,6 +63,9 @@ impl LancePhysicalCodec {
         }
         if let Some(scan) = node.downcast_ref::<CloudScanExec>() {
             return Ok(Some(Node::CloudScan(s.encode_cloud_scan(scan)?)));
+        }
+        if let Some(write) = node.downcast_ref::<CloudWriteExec>() {
+            return Ok(Some(Node::CloudWrite(s.encode_cloud_write(write)?)));
         }
         if let Some(write) = node.downcast_ref::<LanceWriteExec>() {
             return Ok(Some(Node::Write(s.encode_target(write.target())?)));
@@ -271,6 +274,9 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
         Ok(match required(message.node, "node")? {
             Node::Scan(scan) => Arc::new(self.decode_scan(scan, ctx)?),
             Node::CloudScan(scan) => Arc::new(s.decode_cloud_scan(scan)?),
+            Node::CloudWrite(write) => {
+                Arc::new(s.decode_cloud_write(write, input("CloudWriteExec")?)?)
+            }
             Node::Write(target) => Arc::new(LanceWriteExec::new(
                 input("LanceWriteExec")?,
                 s.decode_target(Some(target))?,

@@ -443,7 +443,7 @@ pub(crate) struct PhysicalNode {
     pub format: u32,
     #[prost(
         oneof = "physical_node::Node",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
     )]
     pub node: Option<physical_node::Node>,
 }
@@ -479,6 +479,8 @@ pub(crate) mod physical_node {
         Alter(super::AlterNode),
         #[prost(message, tag = "15")]
         CloudScan(crate::codec::cloud::CloudScanNode),
+        #[prost(message, tag = "16")]
+        CloudWrite(crate::codec::cloud::CloudWriteNode),
     }
 }
 

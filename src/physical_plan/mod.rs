@@ -30,12 +30,13 @@ pub(crate) use reading::{cloud_scan, scan, scan_metrics};
 pub(crate) use row_level::{delete, rows, update};
 pub(crate) use searching::{hybrid, search};
 pub(crate) use writing::{
-    commit, fragment_rows, in_flight, journal, sink, target, transaction, write, write_metrics,
-    writers,
+    cloud_write, commit, fragment_rows, in_flight, journal, sink, target, transaction, write,
+    write_metrics, writers,
 };
 
 pub use alter::{DEFAULT_METADATA_KEY, LanceAlterExec, NewValues, SchemaChange};
 pub use cloud_scan::{CloudScanExec, RowRange};
+pub use cloud_write::CloudWriteExec;
 pub use commit::LanceCommitExec;
 pub use delete::LanceDeleteExec;
 pub use hybrid::{DEFAULT_RRF_K, HybridQuery, RELEVANCE_COLUMN};

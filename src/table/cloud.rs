@@ -18,6 +18,7 @@ use crate::cloud::{CloudClient, CloudOptions, CloudTable, to_lance_sql};
 use crate::config::VersionSpec;
 use crate::error::{Error, Result};
 use crate::physical_plan::cloud_scan::{CloudScanExec, CloudScanParts, RowRange};
+use crate::physical_plan::cloud_write::{CloudWriteExec, CloudWriteParts};
 
 /// A table of a LanceDB Cloud or Enterprise database. Each scan pins the
 /// version it reads (the latest, or `lance.version`), counts the rows that
@@ -99,8 +100,8 @@ impl CloudTableProvider {
 
     fn refuse(&self, what: &str) -> datafusion::error::DataFusionError {
         Error::not_supported(format!(
-            "table '{}' ({}): {what} is not supported for LanceDB Cloud tables yet; they are \
-             read-only here",
+            "table '{}' ({}): {what} is not supported for LanceDB Cloud tables yet (INSERT and \
+             INSERT OVERWRITE are)",
             self.name,
             self.display_uri()
         ))
@@ -208,10 +209,32 @@ impl TableProvider for CloudTableProvider {
     async fn insert_into(
         &self,
         _state: &dyn Session,
-        _input: Arc<dyn ExecutionPlan>,
-        _insert_op: InsertOp,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        Err(self.refuse("INSERT"))
+        if self.version.is_some() {
+            return Err(Error::read_only(format!(
+                "table '{}' ({}) is pinned to version {}; it can be read, not written",
+                self.name,
+                self.display_uri(),
+                self.version.unwrap_or_default()
+            ))
+            .into());
+        }
+        let overwrite = match insert_op {
+            InsertOp::Append => false,
+            InsertOp::Overwrite => true,
+            InsertOp::Replace => return Err(self.refuse("INSERT OR REPLACE")),
+        };
+        Ok(Arc::new(CloudWriteExec::new(
+            input,
+            CloudWriteParts {
+                name: self.name.clone(),
+                table: self.table.clone(),
+                schema: Arc::clone(&self.schema),
+                overwrite,
+            },
+        )))
     }
 
     async fn delete_from(

@@ -30,10 +30,15 @@ pub(crate) const API_KEY: &str = "sk-fake-0123456789";
 /// What a scripted failure answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fault {
+    /// No failure: the request is answered as usual.
+    Pass,
     /// HTTP 503 before anything is done.
     Unavailable,
     /// HTTP 429 before anything is done.
     Throttled,
+    /// The request is carried out, then answered with HTTP 503: the client
+    /// cannot tell it from an outage.
+    AppliedThenUnavailable,
 }
 
 #[derive(Debug, Default)]
@@ -51,7 +56,9 @@ struct Service {
 }
 
 impl Service {
-    fn admit(&self, kind: &'static str, identity: &Option<Box<Identity>>) -> Result<()> {
+    /// Admits a request: `Ok(true)` when it must be carried out and then
+    /// answered with an outage.
+    fn admit(&self, kind: &'static str, identity: &Option<Box<Identity>>) -> Result<bool> {
         let key = identity.as_ref().and_then(|i| i.api_key.as_deref());
         if key != Some(API_KEY) {
             return Err(NamespaceError::Unauthenticated {
@@ -70,9 +77,17 @@ impl Service {
                 message: "scripted throttling".to_string(),
             }
             .into()),
-            None => Ok(()),
+            Some(Fault::AppliedThenUnavailable) => Ok(true),
+            Some(Fault::Pass) | None => Ok(false),
         }
     }
+}
+
+fn outage<T>() -> Result<T> {
+    Err(NamespaceError::ServiceUnavailable {
+        message: "scripted outage after the request was carried out".to_string(),
+    }
+    .into())
 }
 
 macro_rules! forward {
@@ -81,8 +96,12 @@ macro_rules! forward {
         impl LanceNamespace for Service {
             $(
                 async fn $method(&self, request: $request $(, $data: Bytes)?) -> Result<$response> {
-                    self.admit(stringify!($method), &request.identity)?;
-                    self.inner.$method(request $(, $data)?).await
+                    let lose_answer = self.admit(stringify!($method), &request.identity)?;
+                    let answer = self.inner.$method(request $(, $data)?).await?;
+                    if lose_answer {
+                        return outage();
+                    }
+                    Ok(answer)
                 }
             )*
 
@@ -90,8 +109,11 @@ macro_rules! forward {
                 &self,
                 request: DescribeTableRequest,
             ) -> Result<DescribeTableResponse> {
-                self.admit("describe_table", &request.identity)?;
+                let lose_answer = self.admit("describe_table", &request.identity)?;
                 let mut answer = self.inner.describe_table(request).await?;
+                if lose_answer {
+                    return outage();
+                }
                 // The service never tells where the data is.
                 answer.location = None;
                 answer.table_uri = None;

@@ -202,11 +202,7 @@ async fn a_wrong_key_or_a_missing_table_is_named_and_the_key_never_shown() {
         err.contains("unknown option 'apikey' for a LanceDB table (db://); known: api_key"),
         "{err}"
     );
-    for statement in [
-        "INSERT INTO cloud SELECT * FROM local",
-        "DELETE FROM cloud WHERE id = 1",
-        "UPDATE cloud SET id = 1",
-    ] {
+    for statement in ["DELETE FROM cloud WHERE id = 1", "UPDATE cloud SET id = 1"] {
         let err = sql(&ctx, statement).await.unwrap_err().to_string();
         assert!(
             err.contains("table 'cloud' (db://mydb/numbers)") && err.contains("not supported"),
@@ -392,4 +388,188 @@ async fn lance_sql_attaches_a_database_with_the_key_from_the_environment() {
         "table_name\nnumbers\nn,s\n471,352913\n"
     );
     assert!(!stderr.contains(API_KEY));
+}
+
+/// `SELECT max(version) FROM lance_versions('local')`: the fake's table as
+/// Lance sees it.
+async fn stored_version(ctx: &SessionContext) -> String {
+    try_rows(ctx, "SELECT max(version) FROM lance_versions('local')")
+        .await
+        .unwrap()
+        .join("")
+}
+
+async fn count_of(ctx: &SessionContext, query: &str) -> String {
+    try_rows(ctx, query).await.unwrap().join("")
+}
+
+fn inserts(fake: &FakeCloud) -> usize {
+    fake.log()
+        .iter()
+        .filter(|k| **k == "insert_into_table")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inserts_go_in_bounded_requests_and_read_back() {
+    let (fake, ctx) = setup().await;
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE w STORED AS LANCE LOCATION 'db://mydb/numbers' OPTIONS ({})",
+            fake.options("'write_rows_per_request' '40'")
+        ),
+    )
+    .await;
+    assert_eq!(stored_version(&ctx).await, "2");
+    fake.clear_log();
+    let out = sql(
+        &ctx,
+        "INSERT INTO w SELECT id + 1000, v, s, b, d FROM local WHERE id < 100",
+    )
+    .await
+    .unwrap();
+    assert_eq!(sorted_rows(&out), vec!["94"]);
+    // 94 rows, 40 per request: 3 requests, 3 versions.
+    assert_eq!(inserts(&fake), 3, "{:?}", fake.log());
+    assert_eq!(stored_version(&ctx).await, "5");
+    assert_eq!(
+        count_of(&ctx, "SELECT count(*), sum(id) FROM w WHERE id >= 1000").await,
+        format!("94|{}", 4665 + 94 * 1000)
+    );
+    assert_eq!(
+        try_rows(&ctx, "SELECT * FROM w").await.unwrap(),
+        try_rows(&ctx, "SELECT * FROM local").await.unwrap()
+    );
+    let plan = text(&physical(&ctx, "INSERT INTO w SELECT * FROM local").await);
+    assert!(
+        plan.contains("CloudWriteExec: table=db://mydb/numbers, mode=append, rows_per_request=40"),
+        "{plan}"
+    );
+}
+
+/// Appends are retried only when the service proves it did nothing (429,
+/// a refused connection); any other failure is reported as possibly
+/// applied, never sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_is_never_sent_twice() {
+    let (fake, ctx) = setup().await;
+    let row =
+        |id: i64| format!("INSERT INTO cloud VALUES ({id}, 1.0, 'x', true, DATE '2020-01-01')");
+    let count = |id: i64| format!("SELECT count(*) FROM local WHERE id = {id}");
+
+    fake.fail_next("insert_into_table", &[Fault::Throttled]);
+    ok(&ctx, &row(5000)).await;
+    assert_eq!(count_of(&ctx, &count(5000)).await, "1");
+
+    for (id, fault, applied) in [
+        (6000, Fault::AppliedThenUnavailable, "1"),
+        (7000, Fault::Unavailable, "0"),
+    ] {
+        fake.clear_log();
+        fake.fail_next("insert_into_table", &[fault]);
+        let err = sql(&ctx, &row(id)).await.unwrap_err();
+        match Error::find(&err) {
+            Some(Error::Cloud {
+                message,
+                status: Some(503),
+            }) => assert!(
+                message.contains("'db://mydb/numbers': insert failed after 1 attempt: HTTP 503")
+                    && message.contains("may have applied it"),
+                "{message}"
+            ),
+            other => panic!("{other:?} ({err})"),
+        }
+        assert_eq!(inserts(&fake), 1, "{fault:?}: {:?}", fake.log());
+        assert_eq!(count_of(&ctx, &count(id)).await, applied, "{fault:?}");
+    }
+
+    // A failure after earlier requests of the statement says what they applied.
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE w STORED AS LANCE LOCATION 'db://mydb/numbers' OPTIONS ({})",
+            fake.options("'write_rows_per_request' '40'")
+        ),
+    )
+    .await;
+    let version: i64 = stored_version(&ctx).await.parse().unwrap();
+    fake.fail_next("insert_into_table", &[Fault::Pass, Fault::Unavailable]);
+    let err = sql(
+        &ctx,
+        "INSERT INTO w SELECT id + 10000, v, s, b, d FROM local WHERE id < 100",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(&format!(
+            "INSERT INTO w: 40 rows were applied by 1 earlier requests (versions [{}])",
+            version + 1
+        )) && err.contains("insert failed after 1 attempt: HTTP 503"),
+        "{err}"
+    );
+    assert_eq!(
+        count_of(&ctx, "SELECT count(*) FROM local WHERE id >= 10000").await,
+        "40"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwrite_is_one_request_or_nothing() {
+    let (fake, ctx) = setup().await;
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE o STORED AS LANCE LOCATION 'db://mydb/numbers' OPTIONS ({})",
+            fake.options("'write_rows_per_request' '50'")
+        ),
+    )
+    .await;
+    fake.clear_log();
+    let err = sql(&ctx, "INSERT OVERWRITE o SELECT * FROM local")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("INSERT OVERWRITE o: the rows do not fit in one request")
+            && err.contains("nothing was sent"),
+        "{err}"
+    );
+    assert_eq!(inserts(&fake), 0);
+    assert_eq!(count_of(&ctx, "SELECT count(*) FROM local").await, "941");
+
+    let out = sql(&ctx, "INSERT OVERWRITE o SELECT * FROM local WHERE id < 40")
+        .await
+        .unwrap();
+    assert_eq!(sorted_rows(&out), vec!["37"]);
+    assert_eq!(inserts(&fake), 1);
+    assert_eq!(count_of(&ctx, "SELECT count(*) FROM local").await, "37");
+    assert_eq!(count_of(&ctx, "SELECT count(*) FROM o").await, "37");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_db_insert_plan_round_trips_and_runs_on_a_worker() {
+    let (_fake, ctx) = setup().await;
+    let plan = physical(
+        &ctx,
+        "INSERT INTO cloud SELECT id + 3000, v, s, b, d FROM local WHERE id < 10",
+    )
+    .await;
+    let bytes =
+        physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &LancePhysicalCodec::new())
+            .unwrap();
+    assert!(!contains(&bytes, API_KEY.as_bytes()));
+    let worker = context(2, &private_cache());
+    let codec = LancePhysicalCodec::new()
+        .with_default_storage_options([("api_key".to_string(), API_KEY.to_string())]);
+    let decoded =
+        physical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec).unwrap();
+    assert_eq!(text(&decoded), text(&plan));
+    let out = collect(decoded, worker.task_ctx()).await.unwrap();
+    assert_eq!(sorted_rows(&out), vec!["9"]);
+    assert_eq!(
+        count_of(&ctx, "SELECT count(*) FROM cloud WHERE id >= 3000").await,
+        "9"
+    );
 }

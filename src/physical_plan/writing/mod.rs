@@ -2,6 +2,7 @@
 //! commit path every statement uses, the statement journal and in-flight marks
 //! of a cluster's writers, and the metrics of committing nodes.
 
+pub(crate) mod cloud_write;
 pub(crate) mod commit;
 pub(crate) mod fragment_rows;
 pub(crate) mod in_flight;
