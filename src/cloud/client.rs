@@ -200,6 +200,53 @@ impl CloudClient {
         Ok(answer.version.and_then(|v| u64::try_from(v).ok()))
     }
 
+    /// Deletes the rows passing `predicate` (Lance SQL) from the latest
+    /// version, in one request; the version it made.
+    pub(crate) async fn delete(&self, predicate: &str) -> Result<u64> {
+        let request = models::DeleteFromTableRequest {
+            predicate: predicate.to_string(),
+            ..Default::default()
+        };
+        let answer = self
+            .send("delete", RetryClass::Append, || {
+                table_api::delete_from_table(&self.config, &self.id, request.clone(), None)
+            })
+            .await?;
+        answer
+            .version
+            .and_then(|v| u64::try_from(v).ok())
+            .ok_or_else(|| self.unreadable("delete", "no version in the answer"))
+    }
+
+    /// Sets `updates` (column, Lance SQL) on the rows passing `predicate`,
+    /// in one request; the rows updated and the version made.
+    pub(crate) async fn update(
+        &self,
+        predicate: Option<&str>,
+        updates: &[(String, String)],
+    ) -> Result<(u64, u64)> {
+        let request = models::UpdateTableRequest {
+            predicate: predicate.map(str::to_string),
+            updates: updates
+                .iter()
+                .map(|(c, e)| vec![c.clone(), e.clone()])
+                .collect(),
+            ..Default::default()
+        };
+        let answer = self
+            .send("update", RetryClass::Append, || {
+                table_api::update_table(&self.config, &self.id, request.clone(), None)
+            })
+            .await?;
+        match (
+            u64::try_from(answer.updated_rows),
+            u64::try_from(answer.version),
+        ) {
+            (Ok(rows), Ok(version)) => Ok((rows, version)),
+            _ => Err(self.unreadable("update", "a negative row count or version")),
+        }
+    }
+
     /// Sends a request until it succeeds or its class forbids another try.
     async fn send<T, E, F, Fut>(&self, request: &str, class: RetryClass, mut call: F) -> Result<T>
     where

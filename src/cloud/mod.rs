@@ -19,4 +19,4 @@ pub(crate) use address::CloudAddress;
 pub(crate) use client::{CloudClient, Page};
 pub(crate) use options::{CloudOptions, Service};
 pub(crate) use options::{CloudTable, RequestPolicy};
-pub(crate) use sql::to_lance_sql;
+pub(crate) use sql::{assignment_to_lance_sql, to_lance_sql};

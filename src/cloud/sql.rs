@@ -8,6 +8,7 @@
 //! stays in DataFusion (the same rule as for local tables, narrowed to what
 //! survives being written out).
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::expr::{Between, InList, Like};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
@@ -81,6 +82,35 @@ pub(crate) fn to_lance_sql(expr: &Expr) -> Option<String> {
     })
 }
 
+/// The Lance SQL text of an `UPDATE ... SET column = expr` value, which the
+/// service evaluates and casts to the column's type itself: what
+/// [`to_lance_sql`] writes, plus `NULL`, `+ - *` and numeric widening casts.
+pub(crate) fn assignment_to_lance_sql(expr: &Expr) -> Option<String> {
+    match expr {
+        // The service casts the value to the column's type, as DataFusion does.
+        Expr::Cast(cast) => value(&cast.expr),
+        _ => value(expr),
+    }
+}
+
+fn value(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Literal(v, _) if v.is_null() => Some("NULL".to_string()),
+        Expr::Cast(cast) => match (&*cast.expr, cast.field.data_type()) {
+            (Expr::Literal(v, _), to) => literal(&v.cast_to(to).ok()?),
+            // Lance's SQL widens integers and floats as DataFusion does.
+            (Expr::Column(_), DataType::Int64 | DataType::Float64) => value(&cast.expr),
+            _ => None,
+        },
+        Expr::BinaryExpr(BinaryExpr { left, op, right })
+            if matches!(op, Operator::Plus | Operator::Minus | Operator::Multiply) =>
+        {
+            Some(format!("({} {op} {})", value(left)?, value(right)?))
+        }
+        _ => to_lance_sql(expr),
+    }
+}
+
 fn not(negated: bool) -> &'static str {
     if negated { "NOT " } else { "" }
 }
@@ -144,5 +174,15 @@ mod tests {
         assert!(to_lance_sql(&col("s").eq(lit("a\\b"))).is_none());
         assert!(to_lance_sql(&col("s").ilike(lit("a%"))).is_none());
         assert!(to_lance_sql(&(col("a") + lit(1i64)).gt(lit(2i64))).is_none());
+        let set = Expr::Cast(datafusion::logical_expr::Cast::new(
+            Box::new(col("a") * lit(2i64) - lit(1i64)),
+            DataType::Int32,
+        ));
+        assert_eq!(assignment_to_lance_sql(&set).unwrap(), "((`a` * 2) - 1)");
+        assert_eq!(
+            assignment_to_lance_sql(&lit(ScalarValue::Int32(None))).unwrap(),
+            "NULL"
+        );
+        assert!(assignment_to_lance_sql(&(col("a") / lit(2i64))).is_none());
     }
 }

@@ -8,6 +8,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use super::proto::Location;
 use super::{StoragePolicy, decode_schema, encode_schema, malformed, required};
 use crate::cloud::{CloudTable, RequestPolicy};
+use crate::physical_plan::cloud_change::{CloudChange, CloudChangeExec, CloudChangeParts};
 use crate::physical_plan::cloud_scan::{CloudScanExec, CloudScanParts, RowRange};
 use crate::physical_plan::cloud_write::{CloudWriteExec, CloudWriteParts};
 use crate::table::cloud::{CloudProviderParts, CloudTableProvider};
@@ -43,6 +44,22 @@ pub(crate) struct CloudWriteNode {
     pub schema: Option<datafusion_proto::protobuf::Schema>,
     #[prost(bool, tag = "4")]
     pub overwrite: bool,
+}
+
+/// A [`CloudChangeExec`]: a `delete` (no `updates`) or an `update`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct CloudChangeNode {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub table: Option<CloudTableMessage>,
+    #[prost(string, optional, tag = "3")]
+    pub predicate: Option<String>,
+    #[prost(bool, tag = "4")]
+    pub update: bool,
+    /// `column`, `expression`, `column`, `expression`, ...
+    #[prost(string, repeated, tag = "5")]
+    pub updates: Vec<String>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -180,6 +197,47 @@ impl StoragePolicy {
                 overwrite: write.overwrite,
             },
         ))
+    }
+
+    pub(super) fn encode_cloud_change(&self, change: &CloudChangeExec) -> CloudChangeNode {
+        let p = change.parts();
+        let (predicate, updates) = match &p.change {
+            CloudChange::Delete { predicate } => (predicate, None),
+            CloudChange::Update { predicate, updates } => (predicate, Some(updates)),
+        };
+        CloudChangeNode {
+            name: p.name.clone(),
+            table: Some(self.encode_cloud_table(&p.table)),
+            predicate: predicate.clone(),
+            update: updates.is_some(),
+            updates: updates
+                .into_iter()
+                .flatten()
+                .flat_map(|(c, e)| [c.clone(), e.clone()])
+                .collect(),
+        }
+    }
+
+    pub(super) fn decode_cloud_change(&self, change: CloudChangeNode) -> DFResult<CloudChangeExec> {
+        let predicate = change.predicate;
+        let change_kind = if change.update {
+            if change.updates.is_empty() || !change.updates.len().is_multiple_of(2) {
+                return Err(malformed("LanceDB update"));
+            }
+            let updates = change
+                .updates
+                .chunks(2)
+                .map(|pair| (pair[0].clone(), pair[1].clone()))
+                .collect();
+            CloudChange::Update { predicate, updates }
+        } else {
+            CloudChange::Delete { predicate }
+        };
+        Ok(CloudChangeExec::new(CloudChangeParts {
+            name: change.name,
+            table: self.decode_cloud_table(change.table)?,
+            change: change_kind,
+        }))
     }
 
     pub(super) fn encode_cloud_provider(

@@ -443,7 +443,7 @@ pub(crate) struct PhysicalNode {
     pub format: u32,
     #[prost(
         oneof = "physical_node::Node",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17"
     )]
     pub node: Option<physical_node::Node>,
 }
@@ -481,6 +481,8 @@ pub(crate) mod physical_node {
         CloudScan(crate::codec::cloud::CloudScanNode),
         #[prost(message, tag = "16")]
         CloudWrite(crate::codec::cloud::CloudWriteNode),
+        #[prost(message, tag = "17")]
+        CloudChange(crate::codec::cloud::CloudChangeNode),
     }
 }
 

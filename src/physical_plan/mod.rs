@@ -27,7 +27,7 @@ pub(crate) use ddl::{alter, index, index_options};
 pub(crate) use maintaining::{maintenance, optimize, tag, vacuum};
 pub(crate) use merging::{merge, merge_options};
 pub(crate) use reading::{cloud_scan, scan, scan_metrics};
-pub(crate) use row_level::{delete, rows, update};
+pub(crate) use row_level::{cloud_change, delete, rows, update};
 pub(crate) use searching::{hybrid, search};
 pub(crate) use writing::{
     cloud_write, commit, fragment_rows, in_flight, journal, sink, target, transaction, write,
@@ -35,6 +35,7 @@ pub(crate) use writing::{
 };
 
 pub use alter::{DEFAULT_METADATA_KEY, LanceAlterExec, NewValues, SchemaChange};
+pub use cloud_change::CloudChangeExec;
 pub use cloud_scan::{CloudScanExec, RowRange};
 pub use cloud_write::CloudWriteExec;
 pub use commit::LanceCommitExec;

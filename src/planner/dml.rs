@@ -10,6 +10,8 @@
 //! statement's own input plan with Lance's row address added to the target
 //! scan. That plan — subqueries, joins, constant folding and all — selects the
 //! rows; the statement then deletes (or rewrites) exactly those addresses.
+//! On a `db://` table the statement becomes a [`CloudDml`], one request
+//! whose condition is the `WHERE` clause as the service evaluates it.
 
 use std::sync::Arc;
 
@@ -24,6 +26,8 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
+use crate::table::cloud::CloudTableProvider;
+use crate::table::cloud_dml::CloudDml;
 use crate::table::dml::{DmlOp, LanceDml};
 use crate::table::statement::StatementTable;
 use crate::table::{LanceTableProvider, ROW_ADDR};
@@ -70,7 +74,11 @@ fn rewrite(node: LogicalPlan) -> DFResult<Transformed<LogicalPlan>> {
         _ => return Ok(Transformed::no(node)),
     };
     let Some(provider) = lance_target(target) else {
-        return Ok(Transformed::no(node));
+        let Some(cloud) = cloud_target(target) else {
+            return Ok(Transformed::no(node));
+        };
+        let table = CloudDml::new(op, cloud, input.as_ref().clone());
+        return statement_scan(op, table_name, StatementTable::provider(table));
     };
     let with_addresses = Arc::new(provider.with_row_addresses());
     let (input, found) = add_row_addresses(
@@ -90,14 +98,25 @@ fn rewrite(node: LogicalPlan) -> DFResult<Transformed<LogicalPlan>> {
         DmlOp::Update => input,
     };
     let table = LanceDml::new(op, provider, input);
+    statement_scan(op, table_name, StatementTable::provider(table))
+}
+
+/// The scan of a statement table standing for the DML statement.
+fn statement_scan(
+    op: DmlOp,
+    table_name: &TableReference,
+    statement: Arc<dyn TableProvider>,
+) -> DFResult<Transformed<LogicalPlan>> {
     let name = TableReference::bare(format!("{op} {table_name}"));
-    let scan = LogicalPlanBuilder::scan(
-        name,
-        provider_as_source(StatementTable::provider(table)),
-        None,
-    )?
-    .build()?;
+    let scan = LogicalPlanBuilder::scan(name, provider_as_source(statement), None)?.build()?;
     Ok(Transformed::yes(scan))
+}
+
+/// The `db://` table behind a DML target, if it is one.
+fn cloud_target(target: &Arc<dyn TableSource>) -> Option<Arc<CloudTableProvider>> {
+    let source = target.downcast_ref::<DefaultTableSource>()?;
+    let any: Arc<dyn std::any::Any + Send + Sync> = Arc::clone(&source.table_provider) as _;
+    any.downcast::<CloudTableProvider>().ok()
 }
 
 /// Replaces the target's scan with one that also returns `_rowaddr`, and keeps

@@ -98,10 +98,27 @@ impl CloudTableProvider {
         &self.table.location.display_uri
     }
 
+    /// The table as statements name it.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// An error when the table is pinned to a version (read-only).
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        match self.version {
+            Some(version) => Err(Error::read_only(format!(
+                "table '{}' ({}) is pinned to version {version}; it can be read, not written",
+                self.name,
+                self.display_uri(),
+            ))),
+            None => Ok(()),
+        }
+    }
+
     fn refuse(&self, what: &str) -> datafusion::error::DataFusionError {
         Error::not_supported(format!(
-            "table '{}' ({}): {what} is not supported for LanceDB Cloud tables yet (INSERT and \
-             INSERT OVERWRITE are)",
+            "table '{}' ({}): {what} is not supported for LanceDB Cloud tables (INSERT, INSERT \
+             OVERWRITE, and DELETE / UPDATE planned by register_lance's rules, are)",
             self.name,
             self.display_uri()
         ))
@@ -212,15 +229,7 @@ impl TableProvider for CloudTableProvider {
         input: Arc<dyn ExecutionPlan>,
         insert_op: InsertOp,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        if self.version.is_some() {
-            return Err(Error::read_only(format!(
-                "table '{}' ({}) is pinned to version {}; it can be read, not written",
-                self.name,
-                self.display_uri(),
-                self.version.unwrap_or_default()
-            ))
-            .into());
-        }
+        self.check_writable()?;
         let overwrite = match insert_op {
             InsertOp::Append => false,
             InsertOp::Overwrite => true,

@@ -21,7 +21,7 @@ use crate::support::{context, ok, private_cache, sorted_rows, sql, try_rows};
 /// The fake with the `numbers` fixture as table `numbers`, and a context
 /// with it as `local` (opened from storage) and `cloud` (through the fake,
 /// 128 rows per request, 3 partitions).
-async fn setup() -> (FakeCloud, SessionContext) {
+pub(crate) async fn setup() -> (FakeCloud, SessionContext) {
     let fake = FakeCloud::start().await;
     let path = fake.table_path("numbers");
     fixtures::numbers(&path).await;
@@ -43,7 +43,7 @@ async fn setup() -> (FakeCloud, SessionContext) {
     (fake, ctx)
 }
 
-async fn physical(ctx: &SessionContext, query: &str) -> Arc<dyn ExecutionPlan> {
+pub(crate) async fn physical(ctx: &SessionContext, query: &str) -> Arc<dyn ExecutionPlan> {
     ctx.sql(query)
         .await
         .unwrap()
@@ -52,7 +52,7 @@ async fn physical(ctx: &SessionContext, query: &str) -> Arc<dyn ExecutionPlan> {
         .unwrap()
 }
 
-fn text(plan: &Arc<dyn ExecutionPlan>) -> String {
+pub(crate) fn text(plan: &Arc<dyn ExecutionPlan>) -> String {
     displayable(plan.as_ref()).indent(true).to_string()
 }
 
@@ -392,14 +392,14 @@ async fn lance_sql_attaches_a_database_with_the_key_from_the_environment() {
 
 /// `SELECT max(version) FROM lance_versions('local')`: the fake's table as
 /// Lance sees it.
-async fn stored_version(ctx: &SessionContext) -> String {
+pub(crate) async fn stored_version(ctx: &SessionContext) -> String {
     try_rows(ctx, "SELECT max(version) FROM lance_versions('local')")
         .await
         .unwrap()
         .join("")
 }
 
-async fn count_of(ctx: &SessionContext, query: &str) -> String {
+pub(crate) async fn count_of(ctx: &SessionContext, query: &str) -> String {
     try_rows(ctx, query).await.unwrap().join("")
 }
 

@@ -14,6 +14,7 @@ mod api;
 mod catalog;
 mod cli;
 mod cloud;
+mod cloud_changes;
 mod cluster;
 mod codec;
 mod concurrency;

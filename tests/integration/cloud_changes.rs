@@ -1,0 +1,164 @@
+//! DELETE and UPDATE on `db://` tables: the same statements on the same
+//! rows opened locally leave the same table; each is one request and one
+//! version; they are never resent after a failure that may have applied
+//! them; their plans round-trip.
+
+use std::sync::Arc;
+
+use datafusion::physical_plan::collect;
+use datafusion_lance::{Error, LancePhysicalCodec};
+use datafusion_proto::bytes::{
+    physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
+};
+
+use crate::cloud::{count_of, physical, setup, stored_version, text};
+use crate::fake_cloud::Fault;
+use crate::fixtures;
+use crate::support::{ok, sorted_rows, sql, try_rows};
+
+const STATEMENTS: &[&str] = &[
+    "DELETE FROM {t} WHERE id < 10 AND s IS NULL",
+    "UPDATE {t} SET v = v * 2 + 1, s = 'changed' WHERE id >= 990",
+    "DELETE FROM {t} WHERE id BETWEEN 100 AND 199 OR s LIKE 'Ab%'",
+    "UPDATE {t} SET b = NOT b, d = NULL WHERE id IN (300, 301, 302, 5)",
+    "UPDATE {t} SET id = id + 100000 WHERE v IS NULL",
+    "DELETE FROM {t} WHERE b = false AND id > 800",
+    "UPDATE {t} SET s = 'every row'",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_and_update_leave_what_they_leave_locally() {
+    let (fake, ctx) = setup().await;
+    let copy = fake.table_path("copy");
+    fixtures::numbers(&copy).await;
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE copy STORED AS LANCE LOCATION '{copy}'"),
+    )
+    .await;
+    for statement in STATEMENTS {
+        let before: i64 = stored_version(&ctx).await.parse().unwrap();
+        fake.clear_log();
+        let here = try_rows(&ctx, &statement.replace("{t}", "copy")).await;
+        let there = try_rows(&ctx, &statement.replace("{t}", "cloud")).await;
+        let here = here.unwrap_or_else(|e| panic!("{statement} (local): {e}"));
+        let there = there.unwrap_or_else(|e| panic!("{statement} (db://): {e}"));
+        assert_eq!(there, here, "{statement}: rows changed");
+        assert_ne!(here, vec!["0"], "{statement} changes nothing");
+        let changes: Vec<_> = fake
+            .log()
+            .into_iter()
+            .filter(|k| matches!(*k, "delete_from_table" | "update_table"))
+            .collect();
+        assert_eq!(changes.len(), 1, "{statement}: {:?}", fake.log());
+        assert_eq!(
+            stored_version(&ctx).await,
+            (before + 1).to_string(),
+            "{statement}: one version"
+        );
+        assert_eq!(
+            try_rows(&ctx, "SELECT * FROM cloud ORDER BY id")
+                .await
+                .unwrap(),
+            try_rows(&ctx, "SELECT * FROM copy ORDER BY id")
+                .await
+                .unwrap(),
+            "after {statement}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_that_may_have_applied_is_never_resent() {
+    let (fake, ctx) = setup().await;
+    let deletes = || {
+        fake.log()
+            .iter()
+            .filter(|k| **k == "delete_from_table")
+            .count()
+    };
+    // Throttled: refused before anything was done, so sent again.
+    fake.fail_next("delete_from_table", &[Fault::Throttled]);
+    let out = sql(&ctx, "DELETE FROM cloud WHERE id < 5").await.unwrap();
+    assert_eq!(sorted_rows(&out), vec!["5"]);
+    assert_eq!(deletes(), 2, "{:?}", fake.log());
+
+    for (fault, left) in [
+        (Fault::AppliedThenUnavailable, "0"),
+        (Fault::Unavailable, "1"),
+    ] {
+        fake.clear_log();
+        let id: i64 = count_of(&ctx, "SELECT min(id) FROM local")
+            .await
+            .parse()
+            .unwrap();
+        fake.fail_next("delete_from_table", &[fault]);
+        let err = sql(&ctx, &format!("DELETE FROM cloud WHERE id = {id}"))
+            .await
+            .unwrap_err();
+        match Error::find(&err) {
+            Some(Error::Cloud {
+                message,
+                status: Some(503),
+            }) => assert!(
+                message.starts_with("DELETE FROM cloud: LanceDB table 'db://mydb/numbers': delete failed after 1 attempt: HTTP 503")
+                    && message.contains("may have applied it"),
+                "{message}"
+            ),
+            other => panic!("{other:?} ({err})"),
+        }
+        assert_eq!(deletes(), 1, "{fault:?}: {:?}", fake.log());
+        let query = format!("SELECT count(*) FROM local WHERE id = {id}");
+        assert_eq!(count_of(&ctx, &query).await, left, "{fault:?}");
+    }
+
+    fake.fail_next("update_table", &[Fault::AppliedThenUnavailable]);
+    let err = sql(&ctx, "UPDATE cloud SET s = 'x' WHERE id = 500")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "UPDATE cloud: LanceDB table 'db://mydb/numbers': update failed after 1 attempt"
+        ) && err.contains("may have applied it"),
+        "{err}"
+    );
+    assert_eq!(
+        count_of(&ctx, "SELECT s FROM local WHERE id = 500").await,
+        "x"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_db_change_plan_round_trips_and_runs_on_a_worker() {
+    let (fake, ctx) = setup().await;
+    let rows = count_of(&ctx, "SELECT count(*) FROM local WHERE id > 990").await;
+    for (statement, expected) in [
+        (
+            "UPDATE cloud SET s = 'it''s', v = v - 1 WHERE id > 990",
+            "CloudChangeExec: table=db://mydb/numbers, op=update, predicate=(`id` > 990), \
+             set=[v=(`v` - 1.0), s='it''s']",
+        ),
+        (
+            "DELETE FROM cloud WHERE s = 'it''s'",
+            "CloudChangeExec: table=db://mydb/numbers, op=delete, predicate=(`s` = 'it''s')",
+        ),
+    ] {
+        let plan = physical(&ctx, statement).await;
+        assert!(text(&plan).contains(expected), "{}", text(&plan));
+        let codec = LancePhysicalCodec::new().with_storage_options_in_plan(true);
+        let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &codec).unwrap();
+        let worker = crate::support::context(1, &crate::support::private_cache());
+        let decoded =
+            physical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec)
+                .unwrap();
+        assert_eq!(text(&decoded), text(&plan));
+        fake.clear_log();
+        let out = collect(decoded, worker.task_ctx()).await.unwrap();
+        assert_eq!(sorted_rows(&out), vec![rows.clone()], "{statement}");
+    }
+    assert_eq!(
+        count_of(&ctx, "SELECT count(*) FROM local WHERE id > 990").await,
+        "0"
+    );
+}
