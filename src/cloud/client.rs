@@ -20,16 +20,37 @@ use lance_namespace::models;
 use super::address::CloudAddress;
 use super::ipc;
 use super::options::CloudTable;
+pub(crate) use super::retry::RetryClass;
+use super::retry::{Failure, backoff};
 use crate::error::{Error, Result};
 
-/// When a failed request may be sent again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RetryClass {
-    /// Reads: on 409, 429, 5xx, timeouts and connection errors.
-    Read,
-    /// Appends: only when the failure proves nothing was applied (the
-    /// connection was refused, or the service answered 429).
-    Append,
+/// The most pages one listing reads.
+const MAX_PAGES: usize = 10_000;
+
+/// What a `merge_insert` request does with matched and unmatched rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct MergeRequest {
+    pub keys: Vec<String>,
+    /// Replace matched target rows (where `update_filter` holds, if given).
+    pub update_all: bool,
+    /// A condition over `source.` and `target.` columns (Lance SQL).
+    pub update_filter: Option<String>,
+    /// Insert unmatched source rows.
+    pub insert_all: bool,
+    /// Delete target rows the source does not match (where `delete_filter`
+    /// holds, if given).
+    pub delete_by_source: bool,
+    /// A condition over the target's columns (Lance SQL).
+    pub delete_filter: Option<String>,
+}
+
+/// What one `merge_insert` request did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Merged {
+    pub inserted: u64,
+    pub updated: u64,
+    pub deleted: u64,
+    pub version: Option<u64>,
 }
 
 /// A client for one table of a LanceDB Cloud or Enterprise database.
@@ -247,6 +268,125 @@ impl CloudClient {
         }
     }
 
+    /// Merges `rows` rows (`batches`, in `schema`) into the table in one
+    /// request.
+    pub(crate) async fn merge_insert(
+        &self,
+        schema: &Schema,
+        batches: &[RecordBatch],
+        rows: usize,
+        merge: &MergeRequest,
+    ) -> Result<Merged> {
+        let body = ipc::encode(schema, batches).map_err(|e| Error::Cloud {
+            message: format!("LanceDB table '{}': encoding {rows} rows: {e}", self.table),
+            status: None,
+        })?;
+        let answer = self
+            .send("merge_insert", RetryClass::Upsert, || {
+                table_api::merge_insert_into_table(
+                    &self.config,
+                    &self.id,
+                    merge.keys.clone(),
+                    body.clone(),
+                    None,
+                    None,
+                    Some(merge.update_all),
+                    merge.update_filter.as_deref(),
+                    Some(merge.insert_all),
+                    Some(merge.delete_by_source),
+                    merge.delete_filter.as_deref(),
+                    None,
+                    None,
+                )
+            })
+            .await?;
+        let count = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+        Ok(Merged {
+            inserted: count(answer.num_inserted_rows),
+            updated: count(answer.num_updated_rows),
+            deleted: count(answer.num_deleted_rows),
+            version: answer.version.and_then(|v| u64::try_from(v).ok()),
+        })
+    }
+
+    /// Every version of the table: its number and commit time (ms since
+    /// the epoch, when the service says), oldest first.
+    pub(crate) async fn versions(&self) -> Result<Vec<(u64, Option<i64>)>> {
+        let mut versions = Vec::new();
+        let mut token: Option<String> = None;
+        // Pages are bounded: a service that keeps answering with a token
+        // cannot keep the statement forever.
+        for _ in 0..MAX_PAGES {
+            let answer = self
+                .send("list_versions", RetryClass::Read, || {
+                    table_api::list_table_versions(
+                        &self.config,
+                        &self.id,
+                        None,
+                        None,
+                        token.as_deref(),
+                        None,
+                        None,
+                    )
+                })
+                .await?;
+            for v in answer.versions {
+                let number = u64::try_from(v.version)
+                    .map_err(|_| self.unreadable("list_versions", "a negative version"))?;
+                versions.push((number, v.timestamp_millis));
+            }
+            match answer.page_token.filter(|t| !t.is_empty()) {
+                Some(next) => token = Some(next),
+                None => {
+                    versions.sort_unstable();
+                    return Ok(versions);
+                }
+            }
+        }
+        Err(self.unreadable("list_versions", &format!("more than {MAX_PAGES} pages")))
+    }
+
+    /// Every tag of the table and the version it names, by name.
+    pub(crate) async fn tags(&self) -> Result<Vec<(String, u64)>> {
+        let mut tags = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let answer = self
+                .send("list_tags", RetryClass::Read, || {
+                    table_api::list_table_tags(&self.config, &self.id, None, token.as_deref(), None)
+                })
+                .await?;
+            for (name, contents) in answer.tags {
+                let version = u64::try_from(contents.version)
+                    .map_err(|_| self.unreadable("list_tags", "a negative version"))?;
+                tags.push((name, version));
+            }
+            match answer.page_token.filter(|t| !t.is_empty()) {
+                Some(next) => token = Some(next),
+                None => {
+                    tags.sort();
+                    return Ok(tags);
+                }
+            }
+        }
+        Err(self.unreadable("list_tags", &format!("more than {MAX_PAGES} pages")))
+    }
+
+    /// The version tag `tag` names.
+    pub(crate) async fn tag_version(&self, tag: &str) -> Result<u64> {
+        let request = models::GetTableTagVersionRequest {
+            tag: tag.to_string(),
+            ..Default::default()
+        };
+        let answer = self
+            .send("tag_version", RetryClass::Read, || {
+                table_api::get_table_tag_version(&self.config, &self.id, request.clone(), None)
+            })
+            .await?;
+        u64::try_from(answer.version)
+            .map_err(|_| self.unreadable("tag_version", "a negative version"))
+    }
+
     /// Sends a request until it succeeds or its class forbids another try.
     async fn send<T, E, F, Fut>(&self, request: &str, class: RetryClass, mut call: F) -> Result<T>
     where
@@ -278,6 +418,12 @@ impl CloudClient {
             "LanceDB table '{}': {request} failed after {tries}: {}",
             self.table, failure.message
         );
+        if class == RetryClass::Upsert && failure.ambiguous() {
+            message.push_str(
+                "; the service may have applied it (running the statement again is safe: an \
+                 upsert of unique keys gives the same table twice)",
+            );
+        }
         if class == RetryClass::Append && failure.ambiguous() {
             message.push_str(
                 "; the service may have applied it: check the table before sending the rows \
@@ -299,81 +445,6 @@ impl CloudClient {
             status: None,
         }
     }
-}
-
-/// What went wrong with one attempt.
-struct Failure {
-    status: Option<u16>,
-    /// The request never reached the service (connection refused).
-    not_sent: bool,
-    /// The connection failed or timed out after the request may have been sent.
-    lost: bool,
-    message: String,
-}
-
-impl Failure {
-    fn of<E>(error: apis::Error<E>) -> Self {
-        match error {
-            apis::Error::ResponseError(answer) => {
-                let status = answer.status;
-                let said = serde_json::from_str::<serde_json::Value>(&answer.content)
-                    .ok()
-                    .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-                    .unwrap_or_else(|| answer.content.chars().take(300).collect());
-                Self {
-                    status: Some(status.as_u16()),
-                    not_sent: false,
-                    lost: false,
-                    message: format!("HTTP {status}: {said}"),
-                }
-            }
-            apis::Error::Reqwest(e) => Self {
-                status: e.status().map(|s| s.as_u16()),
-                not_sent: e.is_connect(),
-                lost: e.is_timeout() || e.is_request() || e.is_body() || e.is_decode(),
-                message: e.without_url().to_string(),
-            },
-            apis::Error::Serde(e) => Self {
-                status: None,
-                not_sent: false,
-                lost: false,
-                message: format!("unreadable answer: {e}"),
-            },
-            apis::Error::Io(e) => Self {
-                status: None,
-                not_sent: false,
-                lost: true,
-                message: e.to_string(),
-            },
-        }
-    }
-
-    /// The request may have been carried out: it was sent, and the answer
-    /// (if any) does not say it was refused.
-    fn ambiguous(&self) -> bool {
-        !self.not_sent && !matches!(self.status, Some(400..=499))
-    }
-
-    fn retryable(&self, class: RetryClass) -> bool {
-        match class {
-            RetryClass::Append => self.not_sent || self.status == Some(429),
-            RetryClass::Read => {
-                self.not_sent
-                    || self.lost
-                    || matches!(self.status, Some(409 | 429 | 500 | 502 | 503 | 504))
-            }
-        }
-    }
-}
-
-/// 250 ms · 2^(n-1), plus up to 250 ms of jitter.
-fn backoff(attempt: u32) -> Duration {
-    let base = 250u64.saturating_mul(1 << (attempt - 1).min(6));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    Duration::from_millis(base + u64::from(nanos % 250))
 }
 
 /// One HTTP client (a connection pool) per service, database and timeout,

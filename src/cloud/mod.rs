@@ -5,7 +5,8 @@
 //! * [`address`]: `db://` locations and the service's table ids;
 //! * [`options`]: `OPTIONS (...)` keys, the `LANCEDB_*` variables, and
 //!   [`CloudTable`], the plain data nodes carry;
-//! * [`client`]: the requests, their retry classes and errors;
+//! * [`client`]: the requests and their errors;
+//! * [`retry`]: which failures are retried, by request class;
 //! * [`sql`]: which filters travel, as Lance SQL text;
 //! * [`ipc`]: Arrow IPC bodies.
 
@@ -13,10 +14,11 @@ pub(crate) mod address;
 pub(crate) mod client;
 pub(crate) mod ipc;
 pub(crate) mod options;
+pub(crate) mod retry;
 pub(crate) mod sql;
 
 pub(crate) use address::CloudAddress;
-pub(crate) use client::{CloudClient, Page};
+pub(crate) use client::{CloudClient, MergeRequest, Merged, Page};
 pub(crate) use options::{CloudOptions, Service};
 pub(crate) use options::{CloudTable, RequestPolicy};
 pub(crate) use sql::{assignment_to_lance_sql, to_lance_sql};

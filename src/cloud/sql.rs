@@ -15,8 +15,25 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 
 /// The Lance SQL text of `expr`, when it has an exact one.
 pub(crate) fn to_lance_sql(expr: &Expr) -> Option<String> {
+    write(expr, false)
+}
+
+/// [`to_lance_sql`] with each column under its relation (`source.`\`c\``,
+/// `target.`\`c\``), as the conditions of a merge name them.
+pub(crate) fn to_qualified_lance_sql(expr: &Expr) -> Option<String> {
+    write(expr, true)
+}
+
+fn write(expr: &Expr, qualified: bool) -> Option<String> {
+    let to_lance_sql = |e: &Expr| write(e, qualified);
     Some(match expr {
-        Expr::Column(c) => identifier(&c.name)?,
+        Expr::Column(c) => match (&c.relation, qualified) {
+            (Some(relation), true) => {
+                format!("{}.{}", relation.table(), identifier(&c.name)?)
+            }
+            (None, true) => return None,
+            (_, false) => identifier(&c.name)?,
+        },
         Expr::Literal(value, _) => literal(value)?,
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
             let op = match op {

@@ -7,10 +7,12 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::proto::Location;
 use super::{StoragePolicy, decode_schema, encode_schema, malformed, required};
-use crate::cloud::{CloudTable, RequestPolicy};
+use crate::cloud::{CloudTable, MergeRequest, RequestPolicy};
 use crate::physical_plan::cloud_change::{CloudChange, CloudChangeExec, CloudChangeParts};
+use crate::physical_plan::cloud_merge::{CloudMergeExec, CloudMergeParts};
 use crate::physical_plan::cloud_scan::{CloudScanExec, CloudScanParts, RowRange};
 use crate::physical_plan::cloud_write::{CloudWriteExec, CloudWriteParts};
+use crate::physical_plan::merge_options::MergeOutput;
 use crate::table::cloud::{CloudProviderParts, CloudTableProvider};
 
 /// A `db://` table: the API key is a storage option of its location, so it
@@ -62,6 +64,32 @@ pub(crate) struct CloudChangeNode {
     pub updates: Vec<String>,
 }
 
+/// A [`CloudMergeExec`] (its input travels as DataFusion's).
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct CloudMergeNode {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub table: Option<CloudTableMessage>,
+    #[prost(message, optional, tag = "3")]
+    pub schema: Option<datafusion_proto::protobuf::Schema>,
+    #[prost(string, repeated, tag = "4")]
+    pub keys: Vec<String>,
+    #[prost(bool, tag = "5")]
+    pub update_all: bool,
+    #[prost(string, optional, tag = "6")]
+    pub update_filter: Option<String>,
+    #[prost(bool, tag = "7")]
+    pub insert_all: bool,
+    #[prost(bool, tag = "8")]
+    pub delete_by_source: bool,
+    #[prost(string, optional, tag = "9")]
+    pub delete_filter: Option<String>,
+    /// `stats` or `count`.
+    #[prost(string, tag = "10")]
+    pub output: String,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct RowRangeMessage {
     #[prost(uint64, tag = "1")]
@@ -98,6 +126,8 @@ pub(crate) struct CloudProviderMessage {
     pub schema: Option<datafusion_proto::protobuf::Schema>,
     #[prost(uint64, optional, tag = "4")]
     pub version: Option<u64>,
+    #[prost(uint64, optional, tag = "5")]
+    pub read_at: Option<u64>,
 }
 
 impl StoragePolicy {
@@ -199,6 +229,59 @@ impl StoragePolicy {
         ))
     }
 
+    pub(super) fn encode_cloud_merge(&self, merge: &CloudMergeExec) -> DFResult<CloudMergeNode> {
+        let p = merge.parts();
+        let m = &p.merge;
+        Ok(CloudMergeNode {
+            name: p.name.clone(),
+            table: Some(self.encode_cloud_table(&p.table)),
+            schema: Some(encode_schema(&p.schema)?),
+            keys: m.keys.clone(),
+            update_all: m.update_all,
+            update_filter: m.update_filter.clone(),
+            insert_all: m.insert_all,
+            delete_by_source: m.delete_by_source,
+            delete_filter: m.delete_filter.clone(),
+            output: match p.output {
+                MergeOutput::Stats => "stats",
+                MergeOutput::Count => "count",
+            }
+            .to_string(),
+        })
+    }
+
+    pub(super) fn decode_cloud_merge(
+        &self,
+        merge: CloudMergeNode,
+        input: Arc<dyn ExecutionPlan>,
+    ) -> DFResult<CloudMergeExec> {
+        let output = match merge.output.as_str() {
+            "stats" => MergeOutput::Stats,
+            "count" => MergeOutput::Count,
+            other => return Err(malformed(format!("merge output '{other}'"))),
+        };
+        if merge.keys.is_empty() {
+            return Err(malformed("LanceDB merge without keys"));
+        }
+        Ok(CloudMergeExec::new(
+            input,
+            CloudMergeParts {
+                name: merge.name,
+                table: self.decode_cloud_table(merge.table)?,
+                schema: decode_schema(merge.schema)?,
+                merge: MergeRequest {
+                    keys: merge.keys,
+                    update_all: merge.update_all,
+                    update_filter: merge.update_filter,
+                    insert_all: merge.insert_all,
+                    delete_by_source: merge.delete_by_source,
+                    delete_filter: merge.delete_filter,
+                },
+                output,
+            },
+        ))
+    }
+
     pub(super) fn encode_cloud_change(&self, change: &CloudChangeExec) -> CloudChangeNode {
         let p = change.parts();
         let (predicate, updates) = match &p.change {
@@ -250,6 +333,7 @@ impl StoragePolicy {
             table: Some(self.encode_cloud_table(&p.table)),
             schema: Some(encode_schema(&p.schema)?),
             version: p.version,
+            read_at: p.read_at,
         })
     }
 
@@ -263,6 +347,7 @@ impl StoragePolicy {
                 table: self.decode_cloud_table(provider.table)?,
                 schema: decode_schema(provider.schema)?,
                 version: provider.version,
+                read_at: provider.read_at,
             },
         )))
     }

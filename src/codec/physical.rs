@@ -34,9 +34,9 @@ use super::{
 };
 use crate::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
 use crate::physical_plan::{
-    CloudChangeExec, CloudScanExec, CloudWriteExec, LanceAlterExec, LanceCommitExec,
-    LanceDeleteExec, LanceIndexExec, LanceMergeExec, LanceOptimizeExec, LanceScanExec, LanceSink,
-    LanceTagExec, LanceUpdateExec, LanceVacuumExec, LanceWriteExec,
+    CloudChangeExec, CloudMergeExec, CloudScanExec, CloudWriteExec, LanceAlterExec,
+    LanceCommitExec, LanceDeleteExec, LanceIndexExec, LanceMergeExec, LanceOptimizeExec,
+    LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec, LanceWriteExec,
 };
 use crate::physical_plan::{LanceSearchExec, SearchQuery};
 
@@ -66,6 +66,9 @@ impl LancePhysicalCodec {
         }
         if let Some(write) = node.downcast_ref::<CloudWriteExec>() {
             return Ok(Some(Node::CloudWrite(s.encode_cloud_write(write)?)));
+        }
+        if let Some(merge) = node.downcast_ref::<CloudMergeExec>() {
+            return Ok(Some(Node::CloudMerge(s.encode_cloud_merge(merge)?)));
         }
         if let Some(change) = node.downcast_ref::<CloudChangeExec>() {
             return Ok(Some(Node::CloudChange(s.encode_cloud_change(change))));
@@ -278,6 +281,9 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
             Node::Scan(scan) => Arc::new(self.decode_scan(scan, ctx)?),
             Node::CloudScan(scan) => Arc::new(s.decode_cloud_scan(scan)?),
             Node::CloudChange(change) => Arc::new(s.decode_cloud_change(change)?),
+            Node::CloudMerge(merge) => {
+                Arc::new(s.decode_cloud_merge(merge, input("CloudMergeExec")?)?)
+            }
             Node::CloudWrite(write) => {
                 Arc::new(s.decode_cloud_write(write, input("CloudWriteExec")?)?)
             }

@@ -443,7 +443,7 @@ pub(crate) struct PhysicalNode {
     pub format: u32,
     #[prost(
         oneof = "physical_node::Node",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18"
     )]
     pub node: Option<physical_node::Node>,
 }
@@ -483,6 +483,8 @@ pub(crate) mod physical_node {
         CloudWrite(crate::codec::cloud::CloudWriteNode),
         #[prost(message, tag = "17")]
         CloudChange(crate::codec::cloud::CloudChangeNode),
+        #[prost(message, tag = "18")]
+        CloudMerge(crate::codec::cloud::CloudMergeNode),
     }
 }
 

@@ -25,7 +25,7 @@ mod writing;
 
 pub(crate) use ddl::{alter, index, index_options};
 pub(crate) use maintaining::{maintenance, optimize, tag, vacuum};
-pub(crate) use merging::{merge, merge_options};
+pub(crate) use merging::{cloud_merge, merge, merge_options};
 pub(crate) use reading::{cloud_scan, scan, scan_metrics};
 pub(crate) use row_level::{cloud_change, delete, rows, update};
 pub(crate) use searching::{hybrid, search};
@@ -36,6 +36,7 @@ pub(crate) use writing::{
 
 pub use alter::{DEFAULT_METADATA_KEY, LanceAlterExec, NewValues, SchemaChange};
 pub use cloud_change::CloudChangeExec;
+pub use cloud_merge::CloudMergeExec;
 pub use cloud_scan::{CloudScanExec, RowRange};
 pub use cloud_write::CloudWriteExec;
 pub use commit::LanceCommitExec;

@@ -9,7 +9,8 @@
 //! planning starts it resolves the latest version of every unpinned Lance
 //! table the statement references — scans, subqueries, DML targets and the
 //! plans nested inside DML and merge statements — once per table, and hands
-//! the rest of planning providers fixed to those versions.
+//! the rest of planning providers fixed to those versions. A `db://` table
+//! is asked for its latest version once (`describe`) in the same way.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use lance_io::object_store::ObjectStoreParams;
 use crate::config::VersionSpec;
 use crate::format::LanceFormatFactory;
 use crate::table::LanceTableProvider;
+use crate::table::cloud::CloudTableProvider;
 use crate::table::statement::{Pinner, statement};
 
 /// Resolves every Lance table a statement references to one version, then
@@ -95,6 +97,8 @@ struct TableKey {
 #[derive(Default)]
 struct Snapshots {
     datasets: HashMap<TableKey, Arc<Dataset>>,
+    /// `db://` tables (by service and table) and the version read.
+    cloud: HashMap<(String, String), u64>,
 }
 
 impl Snapshots {
@@ -128,6 +132,21 @@ impl Snapshots {
         state: &'a SessionState,
     ) -> BoxFuture<'a, DFResult<Option<Arc<dyn TableProvider>>>> {
         async move {
+            if let Some(table) = provider.downcast_ref::<CloudTableProvider>() {
+                if !table.needs_snapshot() {
+                    return Ok(None);
+                }
+                let key = table.service_key();
+                let version = match self.cloud.get(&key) {
+                    Some(version) => *version,
+                    None => {
+                        let version = table.latest_version().await?;
+                        self.cloud.insert(key, version);
+                        version
+                    }
+                };
+                return Ok(Some(Arc::new(table.read_at(version)) as _));
+            }
             if let Some(table) = provider.downcast_ref::<LanceTableProvider>() {
                 if !table.needs_snapshot() {
                     return Ok(None);

@@ -28,7 +28,13 @@ pub(crate) struct CloudTableProvider {
     name: String,
     table: CloudTable,
     schema: SchemaRef,
+    /// The version the table is pinned to (`lance.version`, time travel):
+    /// read-only.
     version: Option<u64>,
+    /// The version this statement reads (set when the statement is
+    /// planned, see [`crate::LanceQueryPlanner`]); writes still go to the
+    /// latest.
+    read_at: Option<u64>,
 }
 
 impl fmt::Debug for CloudTableProvider {
@@ -37,6 +43,7 @@ impl fmt::Debug for CloudTableProvider {
             .field("name", &self.name)
             .field("table", &self.table)
             .field("version", &self.version)
+            .field("read_at", &self.read_at)
             .finish()
     }
 }
@@ -48,6 +55,7 @@ pub(crate) struct CloudProviderParts {
     pub table: CloudTable,
     pub schema: SchemaRef,
     pub version: Option<u64>,
+    pub read_at: Option<u64>,
 }
 
 impl CloudTableProvider {
@@ -70,6 +78,7 @@ impl CloudTableProvider {
             table: options.table,
             schema: Arc::new(schema),
             version,
+            read_at: None,
         })
     }
 
@@ -80,6 +89,7 @@ impl CloudTableProvider {
             table: parts.table,
             schema: parts.schema,
             version: parts.version,
+            read_at: parts.read_at,
         }
     }
 
@@ -90,12 +100,26 @@ impl CloudTableProvider {
             table: self.table.clone(),
             schema: Arc::clone(&self.schema),
             version: self.version,
+            read_at: self.read_at,
         }
     }
 
     /// The table's `db://` location (without credentials).
     pub(crate) fn display_uri(&self) -> &str {
         &self.table.location.display_uri
+    }
+
+    /// The table at `version` (read-only), with that version's schema.
+    pub(crate) async fn at_version(&self, version: u64) -> Result<Self> {
+        let client = CloudClient::connect(&self.table)?;
+        let (_, schema) = client.describe(Some(version)).await?;
+        Ok(Self {
+            name: self.name.clone(),
+            table: self.table.clone(),
+            schema: Arc::new(schema),
+            version: Some(version),
+            read_at: None,
+        })
     }
 
     /// The table as statements name it.
@@ -125,10 +149,36 @@ impl CloudTableProvider {
         .into()
     }
 
+    /// Whether the statement must fix the version it reads.
+    pub(crate) fn needs_snapshot(&self) -> bool {
+        self.version.is_none() && self.read_at.is_none()
+    }
+
+    /// The service and table, as one statement's versions are keyed.
+    pub(crate) fn service_key(&self) -> (String, String) {
+        (
+            self.table.endpoint.clone(),
+            self.table.location.display_uri.clone(),
+        )
+    }
+
+    /// The same table, read at `version` by this statement.
+    pub(crate) fn read_at(&self, version: u64) -> Self {
+        let mut parts = self.parts();
+        parts.read_at = Some(version);
+        Self::from_parts(parts)
+    }
+
+    /// The latest version, checking that its schema is the one the table
+    /// was registered with.
+    pub(crate) async fn latest_version(&self) -> Result<u64> {
+        self.pin(&CloudClient::connect(&self.table)?).await
+    }
+
     /// The version a scan reads, checking that its schema is the one the
     /// table was registered with.
     async fn pin(&self, client: &CloudClient) -> Result<u64> {
-        if let Some(v) = self.version {
+        if let Some(v) = self.version.or(self.read_at) {
             return Ok(v);
         }
         let (version, schema) = client.describe(None).await?;

@@ -16,13 +16,18 @@ use crate::error::{Error, Result};
 use crate::location::{TableLocation, normalize_uri, redact_uri};
 use crate::session::LanceSessionCache;
 
-/// The Lance table `reference` names in `state`: `None` when no table has
-/// that name, or the table is not a Lance table; an error for a LanceDB
-/// Cloud table, which only queries read.
-pub(crate) async fn registered_lance_table(
+/// A table a statement changes: a Lance table or a `db://` one.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    Lance(Arc<LanceTableProvider>),
+    Cloud(Arc<CloudTableProvider>),
+}
+
+/// The Lance or `db://` table `reference` names in `state`, if it is one.
+pub(crate) async fn registered_target(
     state: &dyn Session,
     reference: &TableReference,
-) -> DFResult<Option<Arc<LanceTableProvider>>> {
+) -> DFResult<Option<Target>> {
     let Some(state) = state.as_any().downcast_ref::<SessionState>() else {
         return Ok(None);
     };
@@ -33,15 +38,30 @@ pub(crate) async fn registered_lance_table(
         return Ok(None);
     };
     let any: Arc<dyn std::any::Any + Send + Sync> = table;
-    if let Some(cloud) = any.downcast_ref::<CloudTableProvider>() {
-        return Err(Error::not_supported(format!(
-            "table '{reference}' ({}) is a LanceDB Cloud table: only queries read it here; \
-             this statement is not supported for it yet",
+    let any = match any.downcast::<CloudTableProvider>() {
+        Ok(cloud) => return Ok(Some(Target::Cloud(cloud))),
+        Err(other) => other,
+    };
+    Ok(any.downcast::<LanceTableProvider>().ok().map(Target::Lance))
+}
+
+/// The Lance table `reference` names in `state`: `None` when no table has
+/// that name, or the table is not a Lance table; an error for a LanceDB
+/// Cloud table, which this statement does not support.
+pub(crate) async fn registered_lance_table(
+    state: &dyn Session,
+    reference: &TableReference,
+) -> DFResult<Option<Arc<LanceTableProvider>>> {
+    match registered_target(state, reference).await? {
+        Some(Target::Lance(table)) => Ok(Some(table)),
+        Some(Target::Cloud(cloud)) => Err(Error::not_supported(format!(
+            "table '{reference}' ({}) is a LanceDB Cloud table: this statement is not \
+             supported for it",
             cloud.display_uri()
         ))
-        .into());
+        .into()),
+        None => Ok(None),
     }
-    Ok(any.downcast::<LanceTableProvider>().ok())
 }
 
 /// Lance tables that table functions of one statement name, looked up

@@ -19,7 +19,8 @@ use datafusion::physical_plan::expressions::{CastExpr, Column};
 use datafusion::physical_plan::projection::ProjectionExec;
 
 use super::LanceTableProvider;
-use super::lookup::lance_table;
+use super::cloud_merge::CloudMerge;
+use super::lookup::{Target, lance_table, registered_target};
 use super::statement::{Pinner, Statement, StatementTable};
 use crate::error::{Error, Result};
 use crate::physical_plan::LanceMergeExec;
@@ -117,6 +118,24 @@ impl LanceMerge {
         }
     }
 
+    /// The merge as one into a `db://` table, when its target is one.
+    async fn cloud_target(&self, state: &dyn Session) -> DFResult<Option<CloudMerge>> {
+        if self.target_table.is_some() {
+            return Ok(None);
+        }
+        let reference = TableReference::from(self.target.as_str());
+        Ok(match registered_target(state, &reference).await? {
+            Some(Target::Cloud(table)) => Some(CloudMerge::new(
+                table,
+                self.source.clone(),
+                self.keys.clone(),
+                self.options.clone(),
+                MergeOutput::Stats,
+            )),
+            _ => None,
+        })
+    }
+
     /// The same merge into `target` (resolved) from `source`.
     pub(crate) fn with_parts(&self, target: Arc<LanceTableProvider>, source: LogicalPlan) -> Self {
         Self {
@@ -136,6 +155,9 @@ impl Statement for LanceMerge {
     }
 
     async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if let Some(cloud) = self.cloud_target(state).await? {
+            return cloud.plan(state).await;
+        }
         let target = self.resolve_target(state).await?;
         let Some(session) = state.as_any().downcast_ref::<SessionState>() else {
             return Err(Error::not_supported(format!(
@@ -157,6 +179,9 @@ impl Statement for LanceMerge {
         pinner: &mut dyn Pinner,
         state: &dyn Session,
     ) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        if let Some(cloud) = self.cloud_target(state).await? {
+            return cloud.pin(pinner, state).await;
+        }
         let target = self.resolve_target(state).await?;
         let target = pinner.table(&target).await?;
         let source = pinner.plan(&self.source).await?;
@@ -196,7 +221,7 @@ impl LanceTableProvider {
 /// types: every source column must be a table column, keys must have the
 /// table's type, and when rows can be inserted every NOT NULL column must be
 /// present.
-fn conform_source(
+pub(crate) fn conform_source(
     table: &str,
     schema: &Schema,
     source: Arc<dyn ExecutionPlan>,

@@ -2,6 +2,7 @@
 
 pub(crate) mod cloud;
 pub(crate) mod cloud_dml;
+pub(crate) mod cloud_merge;
 pub(crate) mod create;
 pub(crate) mod dml;
 pub(crate) mod factory;

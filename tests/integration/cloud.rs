@@ -44,7 +44,7 @@ pub(crate) async fn setup() -> (FakeCloud, SessionContext) {
 }
 
 pub(crate) async fn physical(ctx: &SessionContext, query: &str) -> Arc<dyn ExecutionPlan> {
-    ctx.sql(query)
+    datafusion_lance::LanceSessionContextExt::lance_sql(ctx, query)
         .await
         .unwrap()
         .create_physical_plan()
@@ -202,7 +202,10 @@ async fn a_wrong_key_or_a_missing_table_is_named_and_the_key_never_shown() {
         err.contains("unknown option 'apikey' for a LanceDB table (db://); known: api_key"),
         "{err}"
     );
-    for statement in ["DELETE FROM cloud WHERE id = 1", "UPDATE cloud SET id = 1"] {
+    for statement in [
+        "TRUNCATE TABLE cloud",
+        "INSERT OR REPLACE INTO cloud VALUES (1, 1.0, 'x', true, NULL)",
+    ] {
         let err = sql(&ctx, statement).await.unwrap_err().to_string();
         assert!(
             err.contains("table 'cloud' (db://mydb/numbers)") && err.contains("not supported"),

@@ -162,3 +162,128 @@ async fn a_db_change_plan_round_trips_and_runs_on_a_worker() {
         "0"
     );
 }
+
+fn merges(fake: &crate::fake_cloud::FakeCloud) -> usize {
+    fake.log()
+        .iter()
+        .filter(|k| **k == "merge_insert_into_table")
+        .count()
+}
+
+/// An upsert of unique keys is resent after any failure (the same table
+/// results either way); it goes in bounded requests, one version each,
+/// and equals the same merge into the same rows opened locally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upserts_are_resent_on_any_failure_and_match_a_local_merge() {
+    let (fake, ctx) = setup().await;
+    let copy = fake.table_path("copy");
+    fixtures::numbers(&copy).await;
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE copy STORED AS LANCE LOCATION '{copy}'"),
+    )
+    .await;
+    ok(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE m STORED AS LANCE LOCATION 'db://mydb/numbers' OPTIONS ({})",
+            fake.options("'write_rows_per_request' '100'")
+        ),
+    )
+    .await;
+    let merge = |t: &str| {
+        format!(
+            "SELECT inserted, updated, deleted FROM lance_merge('{t}', \
+             (SELECT id * 2 AS id, v, 'merged' AS s FROM copy WHERE id < 150), 'id', \
+             'when_matched_if=source.s <> target.s')"
+        )
+    };
+    let before: i64 = stored_version(&ctx).await.parse().unwrap();
+    fake.clear_log();
+    fake.fail_next(
+        "merge_insert_into_table",
+        &[
+            Fault::Pass,
+            Fault::AppliedThenUnavailable,
+            Fault::Unavailable,
+        ],
+    );
+    let there = try_rows(&ctx, &merge("m")).await.unwrap();
+    // 141 source rows, 100 per request: 2 requests, the second sent 3 times.
+    assert_eq!(merges(&fake), 4, "{:?}", fake.log());
+    let here = try_rows(&ctx, &merge("copy")).await.unwrap();
+    // The resent request found its rows merged already: the counts the
+    // service reports then are those of the last attempt, so only the
+    // tables are compared.
+    assert_ne!(there, vec!["0|0|0"]);
+    assert_ne!(here, vec!["0|0|0"]);
+    assert_eq!(
+        try_rows(&ctx, "SELECT * FROM m ORDER BY id").await.unwrap(),
+        try_rows(&ctx, "SELECT * FROM copy ORDER BY id")
+            .await
+            .unwrap()
+    );
+    // Two requests that applied, plus the one the lost answer hid.
+    assert_eq!(stored_version(&ctx).await, (before + 3).to_string());
+    let plan = text(&physical(&ctx, &merge("m")).await);
+    assert!(
+        plan.contains(
+            "CloudMergeExec: table=db://mydb/numbers, on=[id], update_all=true, \
+             update_if=(source.`s` <> target.`s`), insert_all=true, rows_per_request=100"
+        ),
+        "{plan}"
+    );
+
+    // Deleting by source must fit in one request: refused before sending.
+    fake.clear_log();
+    let err = sql(
+        &ctx,
+        "SELECT * FROM lance_merge('m', (SELECT id FROM copy WHERE id < 150), 'id', \
+         'when_not_matched_by_source=delete')",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("merge into m: a merge that deletes the rows the source does not match is sent as one request")
+            && err.contains("nothing was sent"),
+        "{err}"
+    );
+    assert_eq!(merges(&fake), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_db_merge_plan_round_trips_and_runs_on_a_worker() {
+    let (fake, ctx) = setup().await;
+    let plan = physical(
+        &ctx,
+        "MERGE INTO cloud USING (SELECT id + 50000 AS id, v FROM local WHERE id < 20) AS s \
+         ON cloud.id = s.id WHEN NOT MATCHED THEN INSERT *",
+    )
+    .await;
+    let codec = LancePhysicalCodec::new().with_storage_options_in_plan(true);
+    let bytes = physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &codec).unwrap();
+    let worker = crate::support::context(1, &crate::support::private_cache());
+    let decoded =
+        physical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec).unwrap();
+    assert_eq!(text(&decoded), text(&plan));
+    assert!(
+        text(&plan).contains(
+            "CloudMergeExec: table=db://mydb/numbers, on=[id], update_all=false, insert_all=true"
+        ),
+        "{}",
+        text(&plan)
+    );
+    fake.clear_log();
+    let out = collect(decoded, worker.task_ctx()).await.unwrap();
+    let expected = count_of(&ctx, "SELECT count(*) FROM local WHERE id < 20").await;
+    assert_eq!(
+        sorted_rows(&out),
+        vec![format!("{expected}|0|0|{}", stored_version(&ctx).await)]
+    );
+    assert_eq!(merges(&fake), 1);
+    assert_eq!(
+        count_of(&ctx, "SELECT count(*) FROM local WHERE id >= 50000").await,
+        expected
+    );
+}

@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
 use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::internal_err;
@@ -435,7 +435,14 @@ async fn checked_source(
             let mut batches = Vec::new();
             while let Some(batch) = input.next().await {
                 let batch = batch?;
-                check_keys(&batch, &keys, &converter, &mut seen, &target, reads_target)?;
+                check_keys(
+                    &batch,
+                    &keys,
+                    &converter,
+                    &mut seen,
+                    (&target.table, &target.schema),
+                    reads_target,
+                )?;
                 if batch.num_rows() > 0 {
                     batches.push(batch);
                 }
@@ -455,14 +462,17 @@ async fn checked_source(
     Ok(batches)
 }
 
-fn check_keys(
+/// Fails when a key of `batch` (its columns `keys`) was `seen` already, or
+/// is NULL in a NOT NULL column of `table` (its name and schema).
+pub(crate) fn check_keys(
     batch: &RecordBatch,
     keys: &[usize],
     converter: &RowConverter,
     seen: &mut HashSet<OwnedRow>,
-    target: &WriteTarget,
+    table: (&str, &Schema),
     reads_target: bool,
 ) -> DFResult<()> {
+    let (name, schema) = table;
     let columns: Vec<ArrayRef> = keys.iter().map(|&i| Arc::clone(batch.column(i))).collect();
     let rows = converter.convert_columns(&columns)?;
     for i in 0..batch.num_rows() {
@@ -471,13 +481,13 @@ fn check_keys(
             for (&k, column) in keys.iter().zip(&columns) {
                 let field = batch.schema_ref().field(k).clone();
                 if column.is_null(i)
-                    && let Ok(table_field) = target.schema.field_with_name(field.name())
+                    && let Ok(table_field) = schema.field_with_name(field.name())
                     && !table_field.is_nullable()
                 {
                     return Err(Error::invalid_input(format!(
                         "merge into '{}': key column '{}' is NULL in the source; NULL keys never \
                          match and the column is NOT NULL",
-                        target.table,
+                        name,
                         field.name()
                     ))
                     .into());
@@ -509,7 +519,7 @@ fn check_keys(
             };
             return Err(Error::invalid_input(format!(
                 "ambiguous merge into '{}': key ({key}) occurs more than once in the source{why}",
-                target.table
+                name
             ))
             .into());
         }

@@ -1,4 +1,5 @@
-//! Upserts: the merge node and its options.
+//! Upserts: the merge node and its options (and the `db://` form).
 
+pub(crate) mod cloud_merge;
 pub(crate) mod merge;
 pub(crate) mod merge_options;

@@ -52,8 +52,9 @@ use datafusion::sql::sqlparser::parser::Parser;
 use self::clauses::{Clauses, ExprPlanner};
 pub(crate) use self::stars::mark_stars;
 use crate::error::fail;
-use crate::table::lookup::lance_table;
-use crate::table::merge::LanceMerge;
+use crate::table::cloud_merge::CloudMerge;
+use crate::table::lookup::{Target, registered_target};
+use crate::table::merge::{LanceMerge, MergeOutput};
 use crate::table::statement::StatementTable;
 use datafusion::common::internal_err;
 
@@ -134,7 +135,17 @@ pub(crate) async fn plan_merge_into(state: &SessionState, merge: &Merge) -> DFRe
         );
     }
     let reference = object_name_to_table_reference(target_name.clone(), normalize)?;
-    let target = lance_table(state, &reference, "MERGE INTO").await?;
+    let found = registered_target(state, &reference).await?;
+    let Some(found) = found else {
+        return fail!(
+            not_found,
+            "MERGE INTO: '{reference}' is not a registered Lance table"
+        );
+    };
+    let target: Arc<dyn TableProvider> = match &found {
+        Target::Lance(table) => Arc::clone(table) as _,
+        Target::Cloud(table) => Arc::clone(table) as _,
+    };
     let target_alias = alias
         .as_ref()
         .map(|a| idents.normalize(a.name.clone()))
@@ -167,16 +178,27 @@ pub(crate) async fn plan_merge_into(state: &SessionState, merge: &Merge) -> DFRe
     let clauses = Clauses::plan(merge, &planner, &sides, &keys, &idents)?;
     let target_scan = LogicalPlanBuilder::scan(
         reference.clone(),
-        provider_as_source(Arc::clone(&target) as Arc<dyn TableProvider>),
+        provider_as_source(Arc::clone(&target)),
         None,
     )?
     .build()?;
     let source = clauses.source_projection(source, target_scan, &target.schema(), &keys, &sides)?;
     let options = clauses.options(&sides, &planner.schema)?;
-    let table = LanceMerge::new(reference.to_string(), source, keys, options).with_target(target);
+    let table = match found {
+        Target::Lance(table) => StatementTable::provider(
+            LanceMerge::new(reference.to_string(), source, keys, options).with_target(table),
+        ),
+        Target::Cloud(table) => StatementTable::provider(CloudMerge::new(
+            table,
+            source,
+            keys,
+            options,
+            MergeOutput::Stats,
+        )),
+    };
     LogicalPlanBuilder::scan(
         format!("lance_merge({reference})"),
-        provider_as_source(StatementTable::provider(table)),
+        provider_as_source(table),
         None,
     )?
     .project(["inserted", "updated", "deleted", "version"].map(col))?

@@ -20,17 +20,17 @@
 //! intercepted ([`crate::plan_lance_sql`]): each reference is resolved to a
 //! provider pinned to its version — with the schema it had then — before
 //! DataFusion plans the statement, through a relation planner that exists for
-//! that one statement. A clause on a table that is not a Lance table is an
-//! error naming it.
+//! that one statement. A `db://` table is pinned through its service
+//! (`describe`, `list_versions`, the tag's version). A clause on a table that
+//! is not a Lance table is an error naming it.
 
 mod clauses;
 mod function;
+mod pin;
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, TimeUnit};
-use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::common::{DataFusionError, ScalarValue, TableReference, plan_datafusion_err};
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::provider_as_source;
@@ -41,7 +41,6 @@ use datafusion::logical_expr::planner::{
     PlannedRelation, RelationPlanner, RelationPlannerContext, RelationPlanning,
 };
 use datafusion::sql::parser::{CopyToSource, Statement as DFStatement};
-use datafusion::sql::planner::object_name_to_table_reference;
 use datafusion::sql::sqlparser::ast::{
     self, FunctionArg, FunctionArgExpr, SetExpr, Statement, TableFactor, TableFunctionArgs,
     TableVersion, Visit, Visitor,
@@ -51,10 +50,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 
 pub(crate) use self::clauses::{attach, cut};
 pub(crate) use self::function::AsOfOutsideLanceSql;
-use crate::config::{LanceTableOptions, VersionSpec};
-use crate::error::Error;
-use crate::table::LanceTableProvider;
-use crate::table::lookup::{registered_lance_table, table_or_location};
+use self::pin::{Pinned, pin};
 
 /// SQL name of the table-function form.
 pub const AS_OF_FUNCTION_NAME: &str = "lance_as_of";
@@ -252,7 +248,7 @@ fn key(factor: &TableFactor) -> String {
 /// provider pinned to its version (see the module docs).
 #[derive(Debug)]
 pub(crate) struct PinnedRelations {
-    tables: Vec<(String, TableReference, Arc<LanceTableProvider>)>,
+    tables: Vec<(String, TableReference, Pinned)>,
 }
 
 impl PinnedRelations {
@@ -262,13 +258,13 @@ impl PinnedRelations {
         state: &SessionState,
         statement: &DFStatement,
     ) -> DFResult<Option<Self>> {
-        let mut tables: Vec<(String, TableReference, Arc<LanceTableProvider>)> = Vec::new();
+        let mut tables: Vec<(String, TableReference, Pinned)> = Vec::new();
         for reference in references(statement)? {
             if tables.iter().any(|(key, ..)| *key == reference.key) {
                 continue;
             }
             let (name, table) = pin(state, &reference).await?;
-            tables.push((reference.key, name, Arc::new(table)));
+            tables.push((reference.key, name, table));
         }
         Ok((!tables.is_empty()).then_some(Self { tables }))
     }
@@ -292,183 +288,19 @@ impl RelationPlanner for PinnedRelations {
         // its rewrites take one for the other (scalar subqueries, CSE). The
         // scan is named by the version it reads; the columns keep the
         // table's name (or the alias).
-        let version = table
-            .pinned_version()
-            .map_or(String::new(), |v| v.to_string());
-        let scan_name = TableReference::bare(format!("{name}@v{version}"));
-        let plan =
-            LogicalPlanBuilder::scan(scan_name, provider_as_source(Arc::clone(table) as _), None)?
-                .alias(name.clone())?
-                .build()?;
+        let scan_name = TableReference::bare(format!("{name}@v{}", table.version));
+        let plan = LogicalPlanBuilder::scan(
+            scan_name,
+            provider_as_source(Arc::clone(&table.table)),
+            None,
+        )?
+        .alias(name.clone())?
+        .build()?;
         Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(
             plan,
             alias.clone(),
         ))))
     }
-}
-
-/// The table `reference` names, pinned to the version it asks for, and the
-/// name its columns are qualified with.
-async fn pin(
-    state: &SessionState,
-    reference: &Reference,
-) -> DFResult<(TableReference, LanceTableProvider)> {
-    let (name, table) = match &reference.target {
-        Target::Table(object_name) => {
-            let normalize = state.config_options().sql_parser.enable_ident_normalization;
-            let name = object_name_to_table_reference(object_name.clone(), normalize)?;
-            let Some(table) = registered_lance_table(state, &name).await? else {
-                return Err(Error::not_supported(format!(
-                    "'{}' on table '{name}': '{name}' is not a registered Lance table, and only \
-                     Lance tables can be read as of a version",
-                    reference.clause
-                ))
-                .into());
-            };
-            (name, table)
-        }
-        Target::Named(target) => {
-            let target = match evaluate(state, target, &reference.clause).await? {
-                ScalarValue::Utf8(Some(s))
-                | ScalarValue::Utf8View(Some(s))
-                | ScalarValue::LargeUtf8(Some(s)) => s,
-                other => {
-                    return Err(plan_datafusion_err!(
-                        "{}: the first argument must be a table name or a dataset location \
-                         (a string); got {}",
-                        reference.clause,
-                        other.data_type()
-                    ));
-                }
-            };
-            (
-                TableReference::bare(AS_OF_FUNCTION_NAME),
-                table_named(state, &target).await?,
-            )
-        }
-    };
-    let value = evaluate(state, &reference.value, &reference.clause).await?;
-    let what = || format!("'{}' on table '{}'", reference.clause, table.name());
-    let either = matches!(reference.kind, Kind::Either);
-    let version = match &value {
-        _ if matches!(reference.kind, Kind::Timestamp) => {
-            VersionSpec::Version(version_at(state, &table, &value, &what()).await?)
-        }
-        v if v.data_type().is_integer() => match v.cast_to(&DataType::Int64) {
-            Ok(ScalarValue::Int64(Some(n))) if n > 0 => VersionSpec::Version(n as u64),
-            _ => {
-                return Err(plan_datafusion_err!(
-                    "{}: versions are numbered from 1; got {v}",
-                    what()
-                ));
-            }
-        },
-        ScalarValue::Utf8(Some(tag))
-        | ScalarValue::Utf8View(Some(tag))
-        | ScalarValue::LargeUtf8(Some(tag)) => VersionSpec::Tag(tag.clone()),
-        v if either && is_time(&v.data_type()) => {
-            VersionSpec::Version(version_at(state, &table, v, &what()).await?)
-        }
-        v => {
-            return Err(plan_datafusion_err!(
-                "{}: expected a version number{}; got {v} ({})",
-                what(),
-                if either {
-                    ", a tag name or a TIMESTAMP"
-                } else {
-                    " or a tag name"
-                },
-                v.data_type()
-            ));
-        }
-    };
-    let pinned = table
-        .at_version(version, state)
-        .await
-        .map_err(|e| plan_datafusion_err!("{}: {e}", what()))?;
-    Ok((name, pinned))
-}
-
-fn is_time(data_type: &DataType) -> bool {
-    matches!(
-        data_type,
-        DataType::Timestamp(..) | DataType::Date32 | DataType::Date64
-    )
-}
-
-/// The Lance table `target` names: a registered Lance table, else a dataset
-/// location.
-async fn table_named(state: &SessionState, target: &str) -> DFResult<Arc<LanceTableProvider>> {
-    if let Some(table) = registered_lance_table(state, &TableReference::from(target)).await? {
-        return Ok(table);
-    }
-    let location = table_or_location(state, target).await?;
-    let table = LanceTableProvider::builder(location.uri.clone())
-        .with_table_options(LanceTableOptions {
-            storage_options: location.storage_options.clone(),
-            ..Default::default()
-        })
-        .with_session_cache(crate::session::LanceSessionCache::for_config(
-            state.config(),
-        ))
-        .build()
-        .await?;
-    Ok(Arc::new(table))
-}
-
-/// The latest version of `table` committed at or before `at` (see the
-/// module docs).
-async fn version_at(
-    state: &SessionState,
-    table: &LanceTableProvider,
-    at: &ScalarValue,
-    what: &str,
-) -> DFResult<u64> {
-    let zone = state
-        .config_options()
-        .execution
-        .time_zone
-        .clone()
-        .unwrap_or_else(|| "+00:00".to_string());
-    let micros = match at.cast_to(&DataType::Timestamp(
-        TimeUnit::Microsecond,
-        Some(zone.as_str().into()),
-    )) {
-        Ok(ScalarValue::TimestampMicrosecond(Some(micros), _)) => micros,
-        Ok(_) => return Err(plan_datafusion_err!("{what}: the time is NULL")),
-        Err(e) => {
-            return Err(plan_datafusion_err!("{what}: {at} is not a time ({e})"));
-        }
-    };
-    let cache = table.session_cache(state);
-    let latest = cache
-        .open(table.uri(), table.store_params(), &VersionSpec::Latest)
-        .await?;
-    let versions = latest
-        .versions()
-        .await
-        .map_err(|e| Error::lance("listing versions of", &table.location().display_uri, e))?;
-    if let Some(found) = versions
-        .iter()
-        .filter(|v| v.timestamp.timestamp_micros() <= micros)
-        .map(|v| v.version)
-        .max()
-    {
-        return Ok(found);
-    }
-    let shown = ScalarValue::TimestampMicrosecond(Some(micros), Some(zone.into())).to_array()?;
-    let shown = array_value_to_string(&shown, 0)?;
-    Err(match versions.iter().min_by_key(|v| v.version) {
-        Some(earliest) => plan_datafusion_err!(
-            "{what}: no version was committed at or before {shown}; the earliest is version {}, \
-             committed at {}",
-            earliest.version,
-            earliest
-                .timestamp
-                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-        ),
-        None => plan_datafusion_err!("{what}: the table has no versions"),
-    })
 }
 
 /// The value of a constant expression (a scalar subquery included), planned

@@ -7,7 +7,10 @@
 //! | `lance_fragments('<table or location>')` | [`fragments`] |
 //! | `lance_tags('<table or location>')` | [`tags`] |
 //! | `lance_indices('<table or location>')` | [`indices`] |
+//!
+//! On a `db://` table, `lance_versions` and `lance_tags` ask its service.
 
+mod cloud;
 pub(crate) mod fragments;
 pub(crate) mod indices;
 pub(crate) mod tags;
@@ -19,6 +22,7 @@ use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::common::TableReference;
 use datafusion::datasource::TableProvider;
 use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::error::Result as DFResult;
@@ -29,6 +33,8 @@ use crate::config::VersionSpec;
 use crate::error::fail;
 use crate::location::{TableLocation, redact_uri};
 use crate::session::LanceSessionCache;
+use crate::table::cloud::CloudTableProvider;
+use crate::table::lookup::{Target, registered_target};
 use crate::table::statement::{NamedTable, Pinner, Statement, StatementTable};
 
 /// SQL name of the version-history function.
@@ -166,6 +172,14 @@ impl Statement for Metadata {
     }
 
     async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if let Some(table) = self.cloud_table(state).await? {
+            let batch = cloud::batch(self.kind, &table).await?;
+            return Ok(MemorySourceConfig::try_new_exec(
+                &[vec![batch]],
+                self.kind.schema(),
+                None,
+            )?);
+        }
         let location = self.table_location(state).await?;
         let cache = LanceSessionCache::for_config(state.config());
         let dataset = cache
@@ -188,6 +202,23 @@ impl Statement for Metadata {
         _pinner: &mut dyn Pinner,
         state: &dyn Session,
     ) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        if self.cloud_table(state).await?.is_some() {
+            return Ok(None);
+        }
         self.resolved(state).await
+    }
+}
+
+impl Metadata {
+    /// The `db://` table the call names, if it names one.
+    async fn cloud_table(&self, state: &dyn Session) -> DFResult<Option<Arc<CloudTableProvider>>> {
+        if self.location.is_some() {
+            return Ok(None);
+        }
+        let reference = TableReference::from(self.target.as_str());
+        Ok(match registered_target(state, &reference).await? {
+            Some(Target::Cloud(table)) => Some(table),
+            _ => None,
+        })
     }
 }
