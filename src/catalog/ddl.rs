@@ -32,6 +32,7 @@ use lance_namespace::models::{
     DropTableRequest, RegisterTableRequest,
 };
 
+use super::cloud_ddl;
 use super::lake::{Lake, lakes, lance_catalog};
 use lance_namespace::error::ErrorCode;
 
@@ -58,7 +59,10 @@ pub(crate) async fn plan_catalog_ddl(
     };
     match ddl {
         DdlStatement::CreateMemoryTable(create) => plan_create(state, create).await,
-        DdlStatement::DropTable(drop) => keep(&resolve(state, &drop.name).0),
+        // A LanceDB catalog drops its tables through the service.
+        DdlStatement::DropTable(drop) => {
+            Ok(lance_catalog(state, &resolve(state, &drop.name).0).map(|_| plan.clone()))
+        }
         DdlStatement::CreateCatalogSchema(create) => {
             keep(&schema_path(state, &create.schema_name).0)
         }
@@ -102,9 +106,6 @@ async fn plan_create(
     let Some(lake) = lance_catalog(state, &catalog) else {
         return Ok(None);
     };
-    if lake.spec.kind == NamespaceKind::Cloud {
-        return read_only(&lake);
-    }
     let full = format!("{catalog}.{schema}.{table}");
     if create.temporary {
         return fail!(
@@ -125,6 +126,9 @@ async fn plan_create(
             "CREATE TABLE {full}: DEFAULT values are not supported in a Lance catalog yet; add \
              them with ALTER TABLE ... ADD COLUMN ... DEFAULT"
         );
+    }
+    if lake.spec.kind == NamespaceKind::Cloud {
+        return cloud_ddl::plan_create(create, &lake, (&schema, &table)).await;
     }
     let input = Arc::clone(&create.input);
     if let Some(entry) = lake.describe(&schema, &table).await? {
@@ -196,12 +200,12 @@ async fn plan_create(
     ))))
 }
 
-/// The refusal of DDL in a LanceDB catalog (`db://`).
+/// The refusal of schema DDL in a LanceDB catalog (`db://`).
 fn read_only<T>(lake: &Lake) -> DFResult<T> {
     fail!(
         not_supported,
-        "catalog '{}' ({}): creating and dropping tables and schemas of LanceDB catalogs is not \
-         supported yet; they are read-only here",
+        "catalog '{}' ({}): a LanceDB database is one schema; its schemas cannot be created \
+         or dropped",
         lake.name,
         lake.spec.display_root()
     )
@@ -261,7 +265,11 @@ pub(crate) async fn run_catalog_plan(
             let Some(lake) = lance_catalog(&state, &catalog) else {
                 return Ok(None);
             };
-            drop_table(&lake, drop, &schema, &table).await?;
+            if lake.spec.kind == NamespaceKind::Cloud {
+                cloud_ddl::drop_table(&lake, drop, &schema, &table).await?;
+            } else {
+                drop_table(&lake, drop, &schema, &table).await?;
+            }
             (lake, None)
         }
         LogicalPlan::Ddl(DdlStatement::CreateCatalogSchema(create)) => {
@@ -307,6 +315,18 @@ pub(crate) async fn run_catalog_plan(
                 NamespaceKind::Rest => create_declared(ctx, &lake, copy, &relative).await?,
                 NamespaceKind::Cloud => return read_only(&lake),
             };
+            (lake, Some(batches))
+        }
+        LogicalPlan::Dml(dml) if cloud_ddl::creates(plan) => {
+            let (catalog, ..) = resolve(&state, &dml.table_name);
+            let Some(lake) = lance_catalog(&state, &catalog) else {
+                return Ok(None);
+            };
+            let batches = ctx
+                .execute_logical_plan(plan.clone())
+                .await?
+                .collect()
+                .await?;
             (lake, Some(batches))
         }
         _ => return Ok(None),

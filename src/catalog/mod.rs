@@ -1,6 +1,7 @@
 //! Catalogs: Lance namespaces as DataFusion catalogs ([`LanceCatalog`]) and
 //! quoted-path tables ([`LanceUrlTableFactory`]).
 
+mod cloud_ddl;
 mod ddl;
 mod lake;
 mod namespace;

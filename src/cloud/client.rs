@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use datafusion::arrow::array::RecordBatch;
@@ -192,19 +192,43 @@ impl CloudClient {
     }
 
     /// Appends `rows` rows (`batches`, in `schema`) in one request, or
-    /// replaces the table with them (`overwrite`); the version made, if the
-    /// service says.
+    /// replaces the table with them (`overwrite`), or creates the table
+    /// with them (`create`); the version made, if the service says.
     pub(crate) async fn insert(
         &self,
         schema: &Schema,
         batches: &[RecordBatch],
         rows: usize,
-        overwrite: bool,
+        (overwrite, create): (bool, bool),
     ) -> Result<Option<u64>> {
+        // A new table with no rows is sent as one empty batch: a stream
+        // with a schema and no batch is refused by some services.
+        let empty = [RecordBatch::new_empty(Arc::new(schema.clone()))];
+        let batches = if create && batches.is_empty() {
+            &empty[..]
+        } else {
+            batches
+        };
         let body = ipc::encode(schema, batches).map_err(|e| Error::Cloud {
             message: format!("LanceDB table '{}': encoding {rows} rows: {e}", self.table),
             status: None,
         })?;
+        if create {
+            let answer = self
+                .send("create_table", RetryClass::Append, || {
+                    table_api::create_table(
+                        &self.config,
+                        &self.id,
+                        body.clone(),
+                        None,
+                        Some("create"),
+                        None,
+                        None,
+                    )
+                })
+                .await?;
+            return Ok(answer.version.and_then(|v| u64::try_from(v).ok()));
+        }
         let mode = if overwrite { "overwrite" } else { "append" };
         let answer = self
             .send("insert", RetryClass::Append, || {
@@ -385,6 +409,20 @@ impl CloudClient {
             .await?;
         u64::try_from(answer.version)
             .map_err(|_| self.unreadable("tag_version", "a negative version"))
+    }
+
+    /// Drops the table (`Ok(false)` when there is none).
+    pub(crate) async fn drop_table(&self) -> Result<bool> {
+        let dropped = self
+            .send("drop_table", RetryClass::Append, || {
+                table_api::drop_table(&self.config, &self.id, None)
+            })
+            .await;
+        match dropped {
+            Ok(_) => Ok(true),
+            Err(Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Sends a request until it succeeds or its class forbids another try.

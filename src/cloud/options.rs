@@ -41,14 +41,17 @@ pub(crate) const CLOUD_OPTIONS: &[(&str, &str)] = &[
          `LANCEDB_HOST_OVERRIDE`; default `https://DATABASE.REGION.api.lancedb.com`)",
     ),
     (TIMEOUT, "timeout of one request in ms (default 30000)"),
-    (RETRIES, "retries of a failed read request (default 3)"),
+    (
+        RETRIES,
+        "retries of a failed request that may be retried (reads, merges; appends only when nothing was applied) (default 3)",
+    ),
     (
         READ_ROWS,
         "rows asked for in one read request (default 65536)",
     ),
     (
         WRITE_ROWS,
-        "rows sent in one `INSERT` request (default 100000); each request makes a version",
+        "rows sent in one `INSERT` or `merge_insert` request (default 100000); each request makes a version",
     ),
     (
         WRITE_BYTES,
@@ -266,11 +269,13 @@ impl Service {
     }
 
     /// The service's base URL.
+    #[cfg(feature = "namespaces")]
     pub(crate) fn endpoint(&self) -> &str {
         &self.endpoint
     }
 
     /// The API key given, or `LANCEDB_API_KEY`.
+    #[cfg(feature = "namespaces")]
     pub(crate) fn api_key(&self) -> Option<&str> {
         self.secrets.get(API_KEY).map(String::as_str)
     }

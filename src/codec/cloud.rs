@@ -46,6 +46,8 @@ pub(crate) struct CloudWriteNode {
     pub schema: Option<datafusion_proto::protobuf::Schema>,
     #[prost(bool, tag = "4")]
     pub overwrite: bool,
+    #[prost(bool, tag = "5")]
+    pub create: bool,
 }
 
 /// A [`CloudChangeExec`]: a `delete` (no `updates`) or an `update`.
@@ -128,6 +130,8 @@ pub(crate) struct CloudProviderMessage {
     pub version: Option<u64>,
     #[prost(uint64, optional, tag = "5")]
     pub read_at: Option<u64>,
+    #[prost(bool, tag = "6")]
+    pub creating: bool,
 }
 
 impl StoragePolicy {
@@ -210,6 +214,7 @@ impl StoragePolicy {
             table: Some(self.encode_cloud_table(&p.table)),
             schema: Some(encode_schema(&p.schema)?),
             overwrite: p.overwrite,
+            create: p.create,
         })
     }
 
@@ -225,6 +230,7 @@ impl StoragePolicy {
                 table: self.decode_cloud_table(write.table)?,
                 schema: decode_schema(write.schema)?,
                 overwrite: write.overwrite,
+                create: write.create,
             },
         ))
     }
@@ -334,6 +340,7 @@ impl StoragePolicy {
             schema: Some(encode_schema(&p.schema)?),
             version: p.version,
             read_at: p.read_at,
+            creating: p.creating,
         })
     }
 
@@ -348,6 +355,7 @@ impl StoragePolicy {
                 schema: decode_schema(provider.schema)?,
                 version: provider.version,
                 read_at: provider.read_at,
+                creating: provider.creating,
             },
         )))
     }

@@ -35,6 +35,9 @@ pub(crate) struct CloudTableProvider {
     /// planned, see [`crate::LanceQueryPlanner`]); writes still go to the
     /// latest.
     read_at: Option<u64>,
+    /// The table does not exist yet: the first write creates it (`CREATE
+    /// TABLE ... AS` in a LanceDB catalog).
+    creating: bool,
 }
 
 impl fmt::Debug for CloudTableProvider {
@@ -56,6 +59,7 @@ pub(crate) struct CloudProviderParts {
     pub schema: SchemaRef,
     pub version: Option<u64>,
     pub read_at: Option<u64>,
+    pub creating: bool,
 }
 
 impl CloudTableProvider {
@@ -79,7 +83,20 @@ impl CloudTableProvider {
             schema: Arc::new(schema),
             version,
             read_at: None,
+            creating: false,
         })
+    }
+
+    /// A table `CREATE TABLE ... AS` is about to create, with `schema`.
+    pub(crate) fn creating(name: String, table: CloudTable, schema: SchemaRef) -> Self {
+        Self {
+            name,
+            table,
+            schema,
+            version: None,
+            read_at: None,
+            creating: true,
+        }
     }
 
     /// The provider `parts` describe.
@@ -90,6 +107,7 @@ impl CloudTableProvider {
             schema: parts.schema,
             version: parts.version,
             read_at: parts.read_at,
+            creating: parts.creating,
         }
     }
 
@@ -101,6 +119,7 @@ impl CloudTableProvider {
             schema: Arc::clone(&self.schema),
             version: self.version,
             read_at: self.read_at,
+            creating: self.creating,
         }
     }
 
@@ -119,7 +138,13 @@ impl CloudTableProvider {
             schema: Arc::new(schema),
             version: Some(version),
             read_at: None,
+            creating: false,
         })
+    }
+
+    /// Whether the first write creates the table.
+    pub(crate) fn creates(&self) -> bool {
+        self.creating
     }
 
     /// The table as statements name it.
@@ -151,7 +176,7 @@ impl CloudTableProvider {
 
     /// Whether the statement must fix the version it reads.
     pub(crate) fn needs_snapshot(&self) -> bool {
-        self.version.is_none() && self.read_at.is_none()
+        self.version.is_none() && self.read_at.is_none() && !self.creating
     }
 
     /// The service and table, as one statement's versions are keyed.
@@ -292,6 +317,7 @@ impl TableProvider for CloudTableProvider {
                 table: self.table.clone(),
                 schema: Arc::clone(&self.schema),
                 overwrite,
+                create: self.creating,
             },
         )))
     }

@@ -336,17 +336,103 @@ async fn a_database_is_a_catalog_of_its_tables() {
         err.contains("lancedb.public.nope") && err.contains("not found"),
         "{err}"
     );
-    for statement in [
-        "CREATE TABLE lancedb.public.x AS SELECT 1 AS a",
-        "DROP TABLE lancedb.public.numbers",
-        "CREATE SCHEMA lancedb.s",
-    ] {
-        let err = sql(&ctx, statement).await.unwrap_err().to_string();
-        assert!(
-            err.contains("catalog 'lancedb' (db://mydb)") && err.contains("read-only here"),
-            "{statement}: {err}"
-        );
-    }
+    let err = sql(&ctx, "CREATE SCHEMA lancedb.s")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("catalog 'lancedb' (db://mydb): a LanceDB database is one schema"),
+        "{err}"
+    );
+    // CTAS: the rows fit in one request, which creates the table; the
+    // listing knows the table at once.
+    fake.clear_log();
+    let out = sql(
+        &ctx,
+        "CREATE TABLE lancedb.public.copy AS SELECT id, s FROM lancedb.public.numbers WHERE id < 100",
+    )
+    .await
+    .unwrap();
+    assert_eq!(sorted_rows(&out), vec!["94"]);
+    assert!(
+        fake.log().contains(&"create_table") && !fake.log().contains(&"insert_into_table"),
+        "{:?}",
+        fake.log()
+    );
+    assert_eq!(
+        try_rows(
+            &ctx,
+            "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'lancedb' \
+             AND table_schema = 'public' ORDER BY table_name"
+        )
+        .await
+        .unwrap(),
+        vec!["copy", "numbers"]
+    );
+    assert_eq!(
+        try_rows(&ctx, "SELECT count(*), sum(id) FROM lancedb.public.copy")
+            .await
+            .unwrap(),
+        try_rows(&ctx, "SELECT count(*), sum(id) FROM local WHERE id < 100")
+            .await
+            .unwrap()
+    );
+    let err = sql(&ctx, "CREATE TABLE lancedb.public.copy AS SELECT 1 AS id")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("CREATE TABLE lancedb.public.copy: the table already exists"),
+        "{err}"
+    );
+    ok(
+        &ctx,
+        "CREATE TABLE IF NOT EXISTS lancedb.public.copy AS SELECT 1 AS id",
+    )
+    .await;
+    ok(
+        &ctx,
+        "CREATE OR REPLACE TABLE lancedb.public.copy AS SELECT id, s FROM local WHERE id < 3",
+    )
+    .await;
+    assert_eq!(
+        try_rows(&ctx, "SELECT count(*) FROM lancedb.public.copy")
+            .await
+            .unwrap(),
+        vec!["3"]
+    );
+    // Without AS: an empty table of those columns.
+    ok(&ctx, "CREATE TABLE lancedb.public.empty (a INT, b VARCHAR)").await;
+    ok(&ctx, "INSERT INTO lancedb.public.empty VALUES (1, 'x')").await;
+    assert_eq!(
+        try_rows(&ctx, "SELECT * FROM lancedb.public.empty")
+            .await
+            .unwrap(),
+        vec!["1|x"]
+    );
+    ok(&ctx, "DROP TABLE lancedb.public.empty").await;
+    ok(&ctx, "DROP TABLE lancedb.public.copy").await;
+    assert_eq!(
+        try_rows(
+            &ctx,
+            "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'lancedb' \
+             AND table_schema = 'public'"
+        )
+        .await
+        .unwrap(),
+        vec!["numbers"]
+    );
+    ok(&ctx, "DROP TABLE IF EXISTS lancedb.public.copy").await;
+    let err = sql(&ctx, "DROP TABLE lancedb.public.copy")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "DROP TABLE lancedb.public.copy: no such table in the LanceDB database db://mydb"
+        ),
+        "{err}"
+    );
     let err = register_lance_catalog(&ctx, "bad", "db://mydb", options("sk-nope"))
         .await
         .unwrap_err()
@@ -378,7 +464,16 @@ async fn lance_sql_attaches_a_database_with_the_key_from_the_environment() {
             "-c",
             "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'cloud' \
              AND table_schema = 'public'; \
-             SELECT count(*) AS n, sum(id) AS s FROM cloud.public.numbers WHERE id >= 500",
+             SELECT count(*) AS n, sum(id) AS s FROM cloud.public.numbers WHERE id >= 500; \
+             CREATE TABLE cloud.public.big AS SELECT id, s FROM cloud.public.numbers WHERE id >= 500; \
+             UPDATE cloud.public.big SET s = 'u' WHERE id < 600; \
+             DELETE FROM cloud.public.big WHERE id >= 900; \
+             SELECT version, count(*) OVER () AS versions FROM lance_versions('cloud.public.big') \
+             ORDER BY version DESC LIMIT 1; \
+             SELECT count(*) AS n, sum(CASE WHEN s = 'u' THEN 1 ELSE 0 END) AS u FROM cloud.public.big; \
+             DROP TABLE cloud.public.big; \
+             SELECT count(*) AS tables FROM information_schema.tables WHERE table_catalog = 'cloud' \
+             AND table_schema = 'public'",
         ])
         .env("LANCEDB_API_KEY", API_KEY)
         .env("LANCEDB_HOST_OVERRIDE", fake.url())
@@ -388,7 +483,8 @@ async fn lance_sql_attaches_a_database_with_the_key_from_the_environment() {
     assert!(out.status.success(), "{stderr}");
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "table_name\nnumbers\nn,s\n471,352913\n"
+        "table_name\nnumbers\nn,s\n471,352913\ncount\n471\ncount\n95\ncount\n94\n\
+         version,versions\n3,3\nn,u\n377,95\ntables\n1\n"
     );
     assert!(!stderr.contains(API_KEY));
 }

@@ -287,3 +287,78 @@ async fn a_db_merge_plan_round_trips_and_runs_on_a_worker() {
         expected
     );
 }
+
+/// `CREATE TABLE ... AS` in a LanceDB catalog: `create_table` with the
+/// first rows, then inserts, one version each; a failure after the first
+/// request says the table was created and what the earlier requests did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_created_as_a_query_goes_in_bounded_requests() {
+    let (fake, ctx) = setup().await;
+    let options = std::collections::BTreeMap::from([
+        (
+            "api_key".to_string(),
+            crate::fake_cloud::API_KEY.to_string(),
+        ),
+        ("host_override".to_string(), fake.url()),
+        ("write_rows_per_request".to_string(), "40".to_string()),
+    ]);
+    datafusion_lance::register_lance_catalog(&ctx, "small", "db://mydb", options)
+        .await
+        .unwrap();
+    fake.clear_log();
+    let out = sql(
+        &ctx,
+        "CREATE TABLE small.public.c AS SELECT * FROM local WHERE id < 100",
+    )
+    .await
+    .unwrap();
+    assert_eq!(sorted_rows(&out), vec!["94"]);
+    let writes: Vec<_> = fake
+        .log()
+        .into_iter()
+        .filter(|k| matches!(*k, "create_table" | "insert_into_table"))
+        .collect();
+    assert_eq!(
+        writes,
+        vec!["create_table", "insert_into_table", "insert_into_table"]
+    );
+    assert_eq!(
+        try_rows(
+            &ctx,
+            "SELECT max(version) FROM lance_versions('small.public.c')"
+        )
+        .await
+        .unwrap(),
+        vec!["3"]
+    );
+    assert_eq!(
+        try_rows(&ctx, "SELECT * FROM small.public.c ORDER BY id")
+            .await
+            .unwrap(),
+        try_rows(&ctx, "SELECT * FROM local WHERE id < 100 ORDER BY id")
+            .await
+            .unwrap()
+    );
+
+    fake.fail_next("insert_into_table", &[Fault::Unavailable]);
+    let err = sql(
+        &ctx,
+        "CREATE TABLE small.public.d AS SELECT * FROM local WHERE id < 100",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains(
+            "INSERT INTO small.public.d: 40 rows were applied by 1 earlier requests (the first \
+             created the table) (versions [1])"
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        try_rows(&ctx, "SELECT count(*) FROM small.public.d")
+            .await
+            .unwrap(),
+        vec!["40"]
+    );
+}

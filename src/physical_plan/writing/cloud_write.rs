@@ -33,6 +33,8 @@ pub(crate) struct CloudWriteParts {
     pub schema: SchemaRef,
     /// `INSERT OVERWRITE`: the rows replace the table, in one request.
     pub overwrite: bool,
+    /// `CREATE TABLE ... AS`: the first request creates the table.
+    pub create: bool,
 }
 
 /// Sends its input's rows to a `db://` table: one `insert` request per
@@ -68,7 +70,11 @@ impl CloudWriteExec {
 impl DisplayAs for CloudWriteExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = &self.parts;
-        let mode = if p.overwrite { "overwrite" } else { "append" };
+        let mode = match (p.create, p.overwrite) {
+            (true, _) => "create",
+            (_, true) => "overwrite",
+            _ => "append",
+        };
         let r = &p.table.requests;
         match t {
             DisplayFormatType::TreeRender => write!(
@@ -208,7 +214,7 @@ impl Writer {
                 }
             }
         }
-        if self.pending_rows > 0 || self.parts.overwrite {
+        if self.pending_rows > 0 || self.parts.overwrite || self.creates() {
             self.flush(&client).await?;
         }
         count_batch(self.applied_rows)
@@ -227,14 +233,20 @@ impl Writer {
         .into()
     }
 
+    /// Whether the next request creates the table.
+    fn creates(&self) -> bool {
+        self.parts.create && self.requests.value() == 0
+    }
+
     /// Sends the pending rows in one request.
     async fn flush(&mut self, client: &CloudClient) -> DFResult<()> {
         let batches = std::mem::take(&mut self.batches);
         let rows = std::mem::take(&mut self.pending_rows);
         self.pending_bytes = 0;
+        let mode = (self.parts.overwrite, self.creates());
         self.requests.add(1);
         let version = client
-            .insert(&self.parts.schema, &batches, rows, self.parts.overwrite)
+            .insert(&self.parts.schema, &batches, rows, mode)
             .await
             .map_err(|e| self.in_statement(e))?;
         self.applied_rows += rows as u64;
@@ -248,8 +260,13 @@ impl Writer {
         if self.versions.is_empty() {
             return e.into();
         }
+        let created = if self.parts.create {
+            " (the first created the table)"
+        } else {
+            ""
+        };
         e.prefixed(&format!(
-            "INSERT INTO {}: {} rows were applied by {} earlier requests (versions {:?})",
+            "INSERT INTO {}: {} rows were applied by {} earlier requests{created} (versions {:?})",
             self.parts.name,
             self.applied_rows,
             self.versions.len(),
