@@ -11,8 +11,8 @@
 //! holding generated fixtures (see `tests/common/fixtures.rs`), and may write
 //! `__SCRATCH__` for that directory; output and errors show it as `__SCRATCH__`.
 //! Files under `cloud/` also get a fake LanceDB Cloud service
-//! (`tests/common/fake_cloud.rs`) serving the `numbers` fixture as table
-//! `numbers`; they write `__CLOUD__` for its URL.
+//! (`tests/common/fake_cloud.rs`) serving the `numbers` and `docs` fixtures
+//! as tables `numbers` and `docs`; they write `__CLOUD__` for its URL.
 
 #[path = "../tests/common/fake_cloud.rs"]
 mod fake_cloud;
@@ -202,6 +202,7 @@ async fn context_for(
     let cloud = if path.parent().and_then(|p| p.file_name()) == Some("cloud".as_ref()) {
         let fake = fake_cloud::FakeCloud::start().await;
         fixtures::numbers(&fake.table_path("numbers")).await;
+        fixtures::docs(&fake.table_path("docs")).await;
         Some(fake)
     } else {
         None

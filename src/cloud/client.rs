@@ -178,6 +178,14 @@ impl CloudClient {
             column_names: Some(page.columns.to_vec()),
             column_aliases: None,
         }));
+        self.search(request).await
+    }
+
+    /// The rows `request` (a page or a search) answers.
+    pub(crate) async fn search(
+        &self,
+        request: models::QueryTableRequest,
+    ) -> Result<Vec<RecordBatch>> {
         let body = self
             .send("query", RetryClass::Read, || async {
                 let response =

@@ -5,12 +5,16 @@ use std::sync::Arc;
 use datafusion::error::Result as DFResult;
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::proto::Location;
+use datafusion::execution::TaskContext;
+
+use super::proto::{self, Location};
+use super::search::{decode_search, encode_search};
 use super::{StoragePolicy, decode_schema, encode_schema, malformed, required};
 use crate::cloud::{CloudTable, MergeRequest, RequestPolicy};
 use crate::physical_plan::cloud_change::{CloudChange, CloudChangeExec, CloudChangeParts};
 use crate::physical_plan::cloud_merge::{CloudMergeExec, CloudMergeParts};
 use crate::physical_plan::cloud_scan::{CloudScanExec, CloudScanParts, RowRange};
+use crate::physical_plan::cloud_search::{CloudSearchExec, CloudSearchParts};
 use crate::physical_plan::cloud_write::{CloudWriteExec, CloudWriteParts};
 use crate::physical_plan::merge_options::MergeOutput;
 use crate::table::cloud::{CloudProviderParts, CloudTableProvider};
@@ -90,6 +94,29 @@ pub(crate) struct CloudMergeNode {
     /// `stats` or `count`.
     #[prost(string, tag = "10")]
     pub output: String,
+}
+
+/// A [`CloudSearchExec`]: one of `vector`, `text` and `hybrid`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct CloudSearchNode {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(message, optional, tag = "2")]
+    pub table: Option<CloudTableMessage>,
+    #[prost(uint64, tag = "3")]
+    pub version: u64,
+    #[prost(string, repeated, tag = "4")]
+    pub columns: Vec<String>,
+    #[prost(message, optional, tag = "5")]
+    pub schema: Option<datafusion_proto::protobuf::Schema>,
+    #[prost(message, optional, tag = "6")]
+    pub vector: Option<proto::VectorQuery>,
+    #[prost(message, optional, tag = "7")]
+    pub text: Option<proto::TextQuery>,
+    #[prost(message, optional, boxed, tag = "8")]
+    pub hybrid: Option<Box<proto::HybridQuery>>,
+    #[prost(string, optional, tag = "9")]
+    pub filter: Option<String>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -204,6 +231,41 @@ impl StoragePolicy {
             columns: scan.columns,
             schema: decode_schema(scan.schema)?,
             filter: scan.filter,
+        }))
+    }
+
+    pub(super) fn encode_cloud_search(
+        &self,
+        search: &CloudSearchExec,
+    ) -> DFResult<CloudSearchNode> {
+        let p = search.parts();
+        let (vector, text, hybrid) = encode_search(&p.query)?;
+        Ok(CloudSearchNode {
+            name: p.name.clone(),
+            table: Some(self.encode_cloud_table(&p.table)),
+            version: p.version,
+            columns: p.columns.clone(),
+            schema: Some(encode_schema(&p.schema)?),
+            vector,
+            text,
+            hybrid,
+            filter: p.filter.clone(),
+        })
+    }
+
+    pub(super) fn decode_cloud_search(
+        &self,
+        search: CloudSearchNode,
+        ctx: &TaskContext,
+    ) -> DFResult<CloudSearchExec> {
+        Ok(CloudSearchExec::new(CloudSearchParts {
+            name: search.name,
+            table: self.decode_cloud_table(search.table)?,
+            version: search.version,
+            columns: search.columns,
+            query: decode_search((search.vector, search.text, search.hybrid), ctx)?,
+            filter: search.filter,
+            schema: decode_schema(search.schema)?,
         }))
     }
 

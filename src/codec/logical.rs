@@ -34,6 +34,7 @@ use crate::physical_plan::{IndexChange, OptimizeOptions, SchemaChange, TagChange
 use crate::session::LanceSessionCache;
 use crate::table::cloud::CloudTableProvider;
 use crate::table::dml::{DmlOp, LanceDml};
+use crate::table::lookup::Target;
 use crate::table::merge::LanceMerge;
 use crate::table::statement::{Maintain, StatementTable, statement_of};
 use crate::table::{LanceTableProvider, ProviderParts};
@@ -89,11 +90,42 @@ impl LanceLogicalCodec {
         };
         let mut query = search.query.clone();
         query.vector = vector;
+        let (table, cloud) = self.encode_target_table(&search.table)?;
         Ok(proto::VectorSearchTable {
             name: search.name.clone(),
-            table: Some(self.encode_table(&search.table)?),
+            table,
             query: Some(encode_query(&query, self)?),
             subquery,
+            cloud,
+        })
+    }
+
+    /// A search's table: a Lance table or a `db://` one.
+    fn encode_target_table(
+        &self,
+        target: &Target,
+    ) -> DFResult<(
+        Option<proto::Table>,
+        Option<Box<super::cloud::CloudProviderMessage>>,
+    )> {
+        Ok(match target {
+            Target::Lance(table) => (Some(self.encode_table(table)?), None),
+            Target::Cloud(table) => (
+                None,
+                Some(Box::new(self.storage.encode_cloud_provider(table)?)),
+            ),
+        })
+    }
+
+    fn decode_target_table(
+        &self,
+        table: Option<proto::Table>,
+        cloud: Option<Box<super::cloud::CloudProviderMessage>>,
+        ctx: &TaskContext,
+    ) -> DFResult<Target> {
+        Ok(match cloud {
+            Some(cloud) => Target::Cloud(self.storage.decode_cloud_provider(*cloud)?),
+            None => Target::Lance(self.decode_table(table, ctx)?),
         })
     }
 
@@ -109,7 +141,7 @@ impl LanceLogicalCodec {
         };
         Ok(VectorSearch::new(
             search.name,
-            self.decode_table(search.table, ctx)?,
+            self.decode_target_table(search.table, search.cloud, ctx)?,
             vector,
             query,
         ))
@@ -292,10 +324,12 @@ impl LanceLogicalCodec {
             })));
         }
         if let Some(search) = statement_of::<FullTextSearch>(provider) {
+            let (table, cloud) = self.encode_target_table(&search.table)?;
             return Ok(Some(Table::FullTextSearch(proto::FullTextSearchTable {
                 name: search.name.clone(),
-                table: Some(self.encode_table(&search.table)?),
+                table,
                 text: Some(encode_text(&search.query, self)?),
+                cloud,
             })));
         }
         if let Some(alter) = statement_of::<Maintain<SchemaChange>>(provider) {
@@ -400,7 +434,7 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
                 vector.function = HYBRID_SEARCH_FUNCTION_NAME;
                 let mut text = FullTextSearch::new(
                     vector.name.clone(),
-                    Arc::clone(&vector.table),
+                    vector.table.clone(),
                     decode_text(required(search.text, "text query")?, ctx, self)?,
                 );
                 text.function = HYBRID_SEARCH_FUNCTION_NAME;
@@ -408,7 +442,7 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
             }
             Table::FullTextSearch(search) => StatementTable::provider(FullTextSearch::new(
                 search.name,
-                self.decode_table(search.table, ctx)?,
+                self.decode_target_table(search.table, search.cloud, ctx)?,
                 decode_text(required(search.text, "text query")?, ctx, self)?,
             )),
             Table::Alter(alter) => {

@@ -24,21 +24,20 @@ use super::maintenance::{
     encode_tag, encode_vacuum,
 };
 use super::proto::{self, physical_node::Node};
-use super::search::{
-    decode_hybrid, decode_query, decode_text, encode_hybrid, encode_query, encode_text,
-};
+use super::search::{decode_search, encode_search};
 use super::{
     StoragePolicy, check_format, decode_kind, decode_merge_options, decode_output, decode_schema,
     decode_snapshot, encode_kind, encode_merge_options, encode_message, encode_output,
     encode_schema, encode_snapshot, malformed, required, storage_policy_builders,
 };
+use crate::physical_plan::LanceSearchExec;
 use crate::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
 use crate::physical_plan::{
-    CloudChangeExec, CloudMergeExec, CloudScanExec, CloudWriteExec, LanceAlterExec,
-    LanceCommitExec, LanceDeleteExec, LanceIndexExec, LanceMergeExec, LanceOptimizeExec,
-    LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec, LanceWriteExec,
+    CloudChangeExec, CloudMergeExec, CloudScanExec, CloudSearchExec, CloudWriteExec,
+    LanceAlterExec, LanceCommitExec, LanceDeleteExec, LanceIndexExec, LanceMergeExec,
+    LanceOptimizeExec, LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec,
+    LanceWriteExec,
 };
-use crate::physical_plan::{LanceSearchExec, SearchQuery};
 
 /// Encodes and decodes the Lance physical nodes (see the crate docs'
 /// "Plans as data"). Compose it with other codecs (e.g. datafusion-proto's
@@ -72,6 +71,9 @@ impl LancePhysicalCodec {
         }
         if let Some(change) = node.downcast_ref::<CloudChangeExec>() {
             return Ok(Some(Node::CloudChange(s.encode_cloud_change(change))));
+        }
+        if let Some(search) = node.downcast_ref::<CloudSearchExec>() {
+            return Ok(Some(Node::CloudSearch(s.encode_cloud_search(search)?)));
         }
         if let Some(write) = node.downcast_ref::<LanceWriteExec>() {
             return Ok(Some(Node::Write(s.encode_target(write.target())?)));
@@ -113,12 +115,7 @@ impl LancePhysicalCodec {
             })));
         }
         if let Some(search) = node.downcast_ref::<LanceSearchExec>() {
-            let codec = DefaultLogicalExtensionCodec {};
-            let (query, text, hybrid) = match search.query() {
-                SearchQuery::Vector(q) => (Some(encode_query(q, &codec)?), None, None),
-                SearchQuery::FullText(q) => (None, Some(encode_text(q, &codec)?), None),
-                SearchQuery::Hybrid(q) => (None, None, Some(Box::new(encode_hybrid(q, &codec)?))),
-            };
+            let (query, text, hybrid) = encode_search(search.query())?;
             return Ok(Some(Node::Search(proto::SearchNode {
                 location: Some(s.encode_location(search.location())),
                 snapshot: Some(encode_snapshot(search.snapshot())),
@@ -281,6 +278,7 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
             Node::Scan(scan) => Arc::new(self.decode_scan(scan, ctx)?),
             Node::CloudScan(scan) => Arc::new(s.decode_cloud_scan(scan)?),
             Node::CloudChange(change) => Arc::new(s.decode_cloud_change(change)?),
+            Node::CloudSearch(search) => Arc::new(s.decode_cloud_search(search, ctx)?),
             Node::CloudMerge(merge) => {
                 Arc::new(s.decode_cloud_merge(merge, input("CloudMergeExec")?)?)
             }
@@ -320,15 +318,7 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
                 decode_optimize(optimize.optimize)?,
             )),
             Node::Search(search) => {
-                let codec = DefaultLogicalExtensionCodec {};
-                let query = match (search.query, search.text, search.hybrid) {
-                    (Some(q), None, None) => SearchQuery::Vector(decode_query(q, ctx, &codec)?),
-                    (None, Some(q), None) => SearchQuery::FullText(decode_text(q, ctx, &codec)?),
-                    (None, None, Some(q)) => {
-                        SearchQuery::Hybrid(Box::new(decode_hybrid(*q, ctx, &codec)?))
-                    }
-                    _ => return Err(malformed("search query")),
-                };
+                let query = decode_search((search.query, search.text, search.hybrid), ctx)?;
                 Arc::new(LanceSearchExec::new(
                     s.decode_location(search.location)?,
                     decode_snapshot(required(search.snapshot, "snapshot")?),

@@ -420,6 +420,9 @@ pub(crate) struct FullTextSearchTable {
     pub table: Option<Table>,
     #[prost(message, optional, tag = "3")]
     pub text: Option<TextQuery>,
+    /// A `db://` table (instead of `table`).
+    #[prost(message, optional, boxed, tag = "4")]
+    pub cloud: Option<Box<crate::codec::cloud::CloudProviderMessage>>,
 }
 
 /// `lance_vector_search(...)`: the table, the query (its vector empty when a
@@ -434,6 +437,9 @@ pub(crate) struct VectorSearchTable {
     pub query: Option<VectorQuery>,
     #[prost(message, optional, tag = "4")]
     pub subquery: Option<LogicalPlanNode>,
+    /// A `db://` table (instead of `table`).
+    #[prost(message, optional, boxed, tag = "5")]
+    pub cloud: Option<Box<crate::codec::cloud::CloudProviderMessage>>,
 }
 
 /// One Lance physical node (its inputs travel as DataFusion's).
@@ -443,7 +449,7 @@ pub(crate) struct PhysicalNode {
     pub format: u32,
     #[prost(
         oneof = "physical_node::Node",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19"
     )]
     pub node: Option<physical_node::Node>,
 }
@@ -485,6 +491,8 @@ pub(crate) mod physical_node {
         CloudChange(crate::codec::cloud::CloudChangeNode),
         #[prost(message, tag = "18")]
         CloudMerge(crate::codec::cloud::CloudMergeNode),
+        #[prost(message, tag = "19")]
+        CloudSearch(crate::codec::cloud::CloudSearchNode),
     }
 }
 

@@ -3,12 +3,12 @@
 
 use datafusion::error::Result as DFResult;
 use datafusion::execution::TaskContext;
-use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::logical_plan::from_proto::parse_expr;
 use datafusion_proto::logical_plan::to_proto::serialize_expr;
+use datafusion_proto::logical_plan::{DefaultLogicalExtensionCodec, LogicalExtensionCodec};
 
 use super::{malformed, proto};
-use crate::physical_plan::{HybridQuery, Metric, TextQuery, VectorQuery};
+use crate::physical_plan::{HybridQuery, Metric, SearchQuery, TextQuery, VectorQuery};
 
 pub(super) fn encode_query(
     query: &VectorQuery,
@@ -123,5 +123,33 @@ pub(super) fn decode_hybrid(
         vector: decode_query(vector, ctx, codec)?,
         text: decode_text(text, ctx, codec)?,
         rrf_k: query.rrf_k,
+    })
+}
+
+/// One of a search node's three query fields, as `query` is.
+pub(super) type QueryFields = (
+    Option<proto::VectorQuery>,
+    Option<proto::TextQuery>,
+    Option<Box<proto::HybridQuery>>,
+);
+
+/// `query` in a search node's fields (its filters as DataFusion's).
+pub(super) fn encode_search(query: &SearchQuery) -> DFResult<QueryFields> {
+    let codec = DefaultLogicalExtensionCodec {};
+    Ok(match query {
+        SearchQuery::Vector(q) => (Some(encode_query(q, &codec)?), None, None),
+        SearchQuery::FullText(q) => (None, Some(encode_text(q, &codec)?), None),
+        SearchQuery::Hybrid(q) => (None, None, Some(Box::new(encode_hybrid(q, &codec)?))),
+    })
+}
+
+/// The query of a search node's fields.
+pub(super) fn decode_search(fields: QueryFields, ctx: &TaskContext) -> DFResult<SearchQuery> {
+    let codec = DefaultLogicalExtensionCodec {};
+    Ok(match fields {
+        (Some(q), None, None) => SearchQuery::Vector(decode_query(q, ctx, &codec)?),
+        (None, Some(q), None) => SearchQuery::FullText(decode_text(q, ctx, &codec)?),
+        (None, None, Some(q)) => SearchQuery::Hybrid(Box::new(decode_hybrid(*q, ctx, &codec)?)),
+        _ => return Err(malformed("search query")),
     })
 }

@@ -28,7 +28,7 @@ pub(crate) use maintaining::{maintenance, optimize, tag, vacuum};
 pub(crate) use merging::{cloud_merge, merge, merge_options};
 pub(crate) use reading::{cloud_scan, scan, scan_metrics};
 pub(crate) use row_level::{cloud_change, delete, rows, update};
-pub(crate) use searching::{hybrid, search};
+pub(crate) use searching::{cloud_search, hybrid, search};
 pub(crate) use writing::{
     cloud_write, commit, fragment_rows, in_flight, journal, sink, target, transaction, write,
     write_metrics, writers,
@@ -38,6 +38,7 @@ pub use alter::{DEFAULT_METADATA_KEY, LanceAlterExec, NewValues, SchemaChange};
 pub use cloud_change::CloudChangeExec;
 pub use cloud_merge::CloudMergeExec;
 pub use cloud_scan::{CloudScanExec, RowRange};
+pub use cloud_search::CloudSearchExec;
 pub use cloud_write::CloudWriteExec;
 pub use commit::LanceCommitExec;
 pub use delete::LanceDeleteExec;

@@ -49,6 +49,7 @@ use crate::physical_plan::search::DISTANCE_COLUMN;
 use crate::physical_plan::{Metric, VectorQuery};
 use crate::table::LanceTableProvider;
 use crate::table::index_rules::ColumnIndexes;
+use crate::table::lookup::Target;
 use crate::table::statement::StatementTable;
 use crate::udtf::search::check_prefilter;
 use crate::udtf::search::vector::{QueryVector, VECTOR_SEARCH_FUNCTION_NAME, VectorSearch, floats};
@@ -221,7 +222,7 @@ impl Candidate {
         let width = self.table.schema().fields().len();
         let search: Arc<dyn TableProvider> = StatementTable::provider(VectorSearch::new(
             self.table.name().to_string(),
-            Arc::clone(&self.table),
+            Target::Lance(Arc::clone(&self.table)),
             QueryVector::Literal(self.vector),
             VectorQuery {
                 column: self.column,

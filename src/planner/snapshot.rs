@@ -136,16 +136,7 @@ impl Snapshots {
                 if !table.needs_snapshot() {
                     return Ok(None);
                 }
-                let key = table.service_key();
-                let version = match self.cloud.get(&key) {
-                    Some(version) => *version,
-                    None => {
-                        let version = table.latest_version().await?;
-                        self.cloud.insert(key, version);
-                        version
-                    }
-                };
-                return Ok(Some(Arc::new(table.read_at(version)) as _));
+                return Ok(Some(Arc::new(self.fix_cloud(table).await?) as _));
             }
             if let Some(table) = provider.downcast_ref::<LanceTableProvider>() {
                 if !table.needs_snapshot() {
@@ -166,6 +157,21 @@ impl Snapshots {
             }
         }
         .boxed()
+    }
+
+    /// `table` (a `db://` table that needs one) at this statement's version
+    /// of it (asked for on first use).
+    async fn fix_cloud(&mut self, table: &CloudTableProvider) -> DFResult<CloudTableProvider> {
+        let key = table.service_key();
+        let version = match self.cloud.get(&key) {
+            Some(version) => *version,
+            None => {
+                let version = table.latest_version().await?;
+                self.cloud.insert(key, version);
+                version
+            }
+        };
+        Ok(table.read_at(version))
     }
 
     async fn fix_table(
@@ -323,6 +329,16 @@ impl Pinner for Pinning<'_> {
         table: &Arc<LanceTableProvider>,
     ) -> DFResult<Arc<LanceTableProvider>> {
         self.snapshots.fix_table(table, self.state).await
+    }
+
+    async fn cloud_table(
+        &mut self,
+        table: &Arc<CloudTableProvider>,
+    ) -> DFResult<Arc<CloudTableProvider>> {
+        if !table.needs_snapshot() {
+            return Ok(Arc::clone(table));
+        }
+        Ok(Arc::new(self.snapshots.fix_cloud(table).await?))
     }
 
     async fn plan(&mut self, plan: &LogicalPlan) -> DFResult<LogicalPlan> {

@@ -147,6 +147,11 @@ impl CloudTableProvider {
         self.creating
     }
 
+    /// The service and table, as nodes carry them.
+    pub(crate) fn cloud_table(&self) -> &CloudTable {
+        &self.table
+    }
+
     /// The table as statements name it.
     pub(crate) fn name(&self) -> &str {
         &self.name
@@ -194,8 +199,9 @@ impl CloudTableProvider {
         Self::from_parts(parts)
     }
 
-    /// The latest version, checking that its schema is the one the table
-    /// was registered with.
+    /// The version this table reads: the one it is fixed at, else the
+    /// latest (checking that its schema is the one the table was
+    /// registered with).
     pub(crate) async fn latest_version(&self) -> Result<u64> {
         self.pin(&CloudClient::connect(&self.table)?).await
     }

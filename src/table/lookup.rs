@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::{ResolvedTableReference, TableReference};
+use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
 use futures::FutureExt;
@@ -21,6 +23,16 @@ use crate::session::LanceSessionCache;
 pub(crate) enum Target {
     Lance(Arc<LanceTableProvider>),
     Cloud(Arc<CloudTableProvider>),
+}
+
+impl Target {
+    /// The table's columns.
+    pub(crate) fn schema(&self) -> SchemaRef {
+        match self {
+            Self::Lance(table) => table.schema(),
+            Self::Cloud(table) => table.schema(),
+        }
+    }
 }
 
 /// The Lance or `db://` table `reference` names in `state`, if it is one.
@@ -64,11 +76,11 @@ pub(crate) async fn registered_lance_table(
     }
 }
 
-/// Lance tables that table functions of one statement name, looked up
+/// Lance and `db://` tables that table functions of one statement name, looked up
 /// before the statement is planned ([`prefetch`]): table functions are
 /// planned synchronously, and a catalog may need I/O to find a table.
 #[derive(Debug, Default)]
-pub(crate) struct Prefetched(Vec<(ResolvedTableReference, Option<Arc<LanceTableProvider>>)>);
+pub(crate) struct Prefetched(Vec<(ResolvedTableReference, Option<Target>)>);
 
 /// The catalogs of a session that look their tables up with I/O (Lance
 /// namespace catalogs, which `register_lance_catalog` names here): a table
@@ -112,23 +124,23 @@ pub(crate) async fn prefetch(state: &SessionState, names: &[String]) -> DFResult
     let mut found = Prefetched::default();
     for name in names {
         let reference = TableReference::from(name.as_str());
-        let table = registered_lance_table(state, &reference).await?;
+        let table = registered_target(state, &reference).await?;
         found.0.push((resolved(state, &reference), table));
     }
     Ok(found)
 }
 
-/// The Lance table `reference` names, found without waiting: a table
-/// [`prefetch`]ed for the statement, or one its catalog has at hand (tables
-/// registered in memory, as `CREATE EXTERNAL TABLE` makes them). `None`
-/// when no table has that name or it is not a Lance table; an error when
+/// The Lance or `db://` table `reference` names, found without waiting: a
+/// table [`prefetch`]ed for the statement, or one its catalog has at hand
+/// (tables registered in memory, as `CREATE EXTERNAL TABLE` makes them).
+/// `None` when no table has that name or it is neither; an error when
 /// finding it needs I/O (a table of a Lance namespace catalog, or of any
 /// catalog that has to look it up), which only statements planned through
 /// `lance_sql` / `lance-sql` do before planning.
 pub(crate) fn registered_now(
     state: &dyn Session,
     reference: &TableReference,
-) -> Result<Option<Arc<LanceTableProvider>>> {
+) -> Result<Option<Target>> {
     let full = resolved(state, reference);
     if let Some(prefetched) = state.config().get_extension::<Prefetched>()
         && let Some((_, table)) = prefetched.0.iter().find(|(r, _)| *r == full)
@@ -152,7 +164,7 @@ pub(crate) fn registered_now(
     }
     // A catalog that has the table at hand answers at once; one that would
     // wait for I/O is not waited for.
-    match registered_lance_table(state, reference).now_or_never() {
+    match registered_target(state, reference).now_or_never() {
         Some(found) => found.map_err(Error::from),
         None => Err(needs_io()),
     }

@@ -15,7 +15,8 @@ use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
 
 use super::LanceTableProvider;
-use super::lookup::table_or_location;
+use super::cloud::CloudTableProvider;
+use super::lookup::{Target, table_or_location};
 use crate::location::{TableLocation, redact_uri};
 use crate::physical_plan::inputs::project;
 use crate::physical_plan::{Maintenance, MaintenanceExec};
@@ -68,6 +69,20 @@ pub(crate) trait Pinner: Send {
     /// `table` at the version this statement reads.
     async fn table(&mut self, table: &Arc<LanceTableProvider>)
     -> DFResult<Arc<LanceTableProvider>>;
+
+    /// `db://` table `table` at the version this statement reads.
+    async fn cloud_table(
+        &mut self,
+        table: &Arc<CloudTableProvider>,
+    ) -> DFResult<Arc<CloudTableProvider>>;
+
+    /// `target` at the version this statement reads.
+    async fn target(&mut self, target: &Target) -> DFResult<Target> {
+        Ok(match target {
+            Target::Lance(table) => Target::Lance(self.table(table).await?),
+            Target::Cloud(table) => Target::Cloud(self.cloud_table(table).await?),
+        })
+    }
 
     /// A plan nested in the statement, optimized, its tables fixed.
     async fn plan(&mut self, plan: &LogicalPlan) -> DFResult<LogicalPlan>;

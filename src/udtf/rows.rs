@@ -15,6 +15,7 @@ use datafusion::error::Result as DFResult;
 
 use super::search::{lookup, string};
 use crate::error::fail;
+use crate::table::lookup::Target;
 use crate::table::{ROW_ADDR, ROW_ID};
 
 /// SQL name of the row-identity function.
@@ -44,6 +45,14 @@ impl TableFunctionImpl for RowsFunction {
             name,
             &[ROW_ID, ROW_ADDR],
         )?;
-        Ok(Arc::new(table.with_row_identity()))
+        match table {
+            Target::Lance(table) => Ok(Arc::new(table.with_row_identity())),
+            Target::Cloud(table) => fail!(
+                not_supported,
+                "{ROWS_FUNCTION_NAME}('{name}'): {} is a LanceDB table, whose row ids and \
+                 addresses the service does not read out",
+                table.display_uri()
+            ),
+        }
     }
 }

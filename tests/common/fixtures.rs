@@ -164,6 +164,63 @@ pub(crate) async fn indexed(uri: &str) -> Dataset {
     ds
 }
 
+/// `docs`: 60 rows `(id BIGINT NOT NULL, body VARCHAR, emb FLOAT[2])` —
+/// three words of six per body, `emb` = (sin id, cos id) — with an
+/// INVERTED index on `body` that keeps positions (phrases work).
+pub(crate) async fn docs(uri: &str) -> Dataset {
+    use lance::index::DatasetIndexExt;
+    use lance_index::IndexType;
+    use lance_index::scalar::InvertedIndexParams;
+    let words = ["red", "fox", "blue", "whale", "green", "tree"];
+    let ids: Vec<i64> = (0..60).collect();
+    let bodies: Vec<String> = (0..60usize)
+        .map(|i| {
+            format!(
+                "{} {} {}",
+                words[i % 6],
+                words[(i / 6) % 6],
+                words[(i * 7 / 3) % 6]
+            )
+        })
+        .collect();
+    let values: Vec<f32> = (0..60)
+        .flat_map(|i| [(i as f32).sin(), (i as f32).cos()])
+        .collect();
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let emb = FixedSizeListArray::try_new(
+        Arc::clone(&item),
+        2,
+        Arc::new(Float32Array::from(values)),
+        None,
+    )
+    .expect("docs vectors");
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("body", DataType::Utf8, true),
+        Field::new("emb", DataType::FixedSizeList(item, 2), true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int64Array::from(ids)),
+            Arc::new(StringArray::from(bodies)),
+            Arc::new(emb),
+        ],
+    )
+    .expect("docs batch");
+    let mut ds = write(uri, vec![batch], params(WriteMode::Create, 1000)).await;
+    ds.create_index(
+        &["body"],
+        IndexType::Inverted,
+        Some("body_fts".to_string()),
+        &InvertedIndexParams::default().with_position(true),
+        true,
+    )
+    .await
+    .expect("INVERTED index on body");
+    ds
+}
+
 /// Ids present in the `numbers` fixture.
 pub(crate) fn numbers_ids() -> Vec<i64> {
     (0..1000).filter(|i| i % 17 != 5).collect()

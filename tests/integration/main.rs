@@ -15,6 +15,7 @@ mod catalog;
 mod cli;
 mod cloud;
 mod cloud_changes;
+mod cloud_search;
 mod cloud_versions;
 mod cluster;
 mod codec;

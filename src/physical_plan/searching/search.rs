@@ -234,7 +234,7 @@ impl DisplayAs for LanceSearchExec {
     }
 }
 
-fn fmt_text(q: &TextQuery, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+pub(super) fn fmt_text(q: &TextQuery, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     write!(f, "full_text={:?}", q.query)?;
     if !q.columns.is_empty() {
         write!(f, ", columns=[{}]", q.columns.join(", "))?;
@@ -257,7 +257,7 @@ fn fmt_text(q: &TextQuery, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     Ok(())
 }
 
-fn fmt_vector(q: &VectorQuery, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+pub(super) fn fmt_vector(q: &VectorQuery, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     write!(f, "nearest={}, k={}, dim={}", q.column, q.k, q.vector.len())?;
     if let Some(m) = q.metric {
         write!(f, ", metric={}", m.name())?;

@@ -25,13 +25,16 @@ use datafusion::error::Result as DFResult;
 use datafusion::physical_plan::ExecutionPlan;
 use lance::Dataset;
 
-use super::{check_prefilter, lookup, parse_filter, plan_search, string, with_extra};
+use super::{
+    check_prefilter, cloud_prefilter, lookup, parse_filter, plan_cloud_search, plan_search, string,
+    with_extra,
+};
 use crate::config::parse_bool;
 use crate::error::{Error, fail};
 use crate::physical_plan::search::{SCORE_COLUMN, score_field};
 use crate::physical_plan::{SearchQuery, TextQuery};
-use crate::table::LanceTableProvider;
 use crate::table::index_rules::{ColumnIndexes, IndexKind};
+use crate::table::lookup::Target;
 use crate::table::statement::{Pinner, Statement, StatementTable};
 
 /// SQL name of the full-text search function.
@@ -83,7 +86,7 @@ pub(crate) struct FullTextSearch {
     pub(crate) function: &'static str,
     /// The table as the query names it.
     pub(crate) name: String,
-    pub(crate) table: Arc<LanceTableProvider>,
+    pub(crate) table: Target,
     pub(crate) query: TextQuery,
     schema: SchemaRef,
 }
@@ -99,7 +102,7 @@ impl fmt::Debug for FullTextSearch {
 
 impl FullTextSearch {
     /// `query` on `table`, called `name` in the statement.
-    pub(crate) fn new(name: String, table: Arc<LanceTableProvider>, query: TextQuery) -> Self {
+    pub(crate) fn new(name: String, table: Target, query: TextQuery) -> Self {
         let schema = with_extra(&table.schema(), vec![score_field()]);
         Self {
             function: FTS_FUNCTION_NAME,
@@ -171,6 +174,39 @@ impl FullTextSearch {
         Ok(query)
     }
 
+    /// The query to send to the service (a `db://` table, whose indexes
+    /// the service checks): a phrase in one column at most, a number of
+    /// edits (the service's query has no automatic fuzziness), a filter as
+    /// the Lance SQL it travels as.
+    pub(crate) fn remote_prepared(&self) -> DFResult<(TextQuery, Option<String>)> {
+        let function = self.function;
+        if self.query.phrase && self.query.columns.len() > 1 {
+            return fail!(invalid_input, "{function}: a phrase searches one column");
+        }
+        if self.query.fuzziness.is_none() {
+            return fail!(
+                not_supported,
+                "{function}: 'fuzziness=auto' on '{}': the service's query has no automatic \
+                 fuzziness; give a number of edits",
+                self.name
+            );
+        }
+        let mut query = self.query.clone();
+        let filter = query
+            .filter
+            .take()
+            .map(|filter| {
+                cloud_prefilter(
+                    function,
+                    &filter,
+                    &self.table.schema(),
+                    "filter the results in WHERE instead",
+                )
+            })
+            .transpose()?;
+        Ok((query, filter))
+    }
+
     pub(crate) fn set(&mut self, option: &str, session: &dyn Session) -> DFResult<()> {
         let function = self.function;
         let Some((key, value)) = option.split_once('=') else {
@@ -231,7 +267,7 @@ fn unknown(option: &str) -> Error {
 
 impl FullTextSearch {
     /// This search on `table` (pinned).
-    pub(crate) fn pinned(&self, table: Arc<LanceTableProvider>) -> Self {
+    pub(crate) fn pinned(&self, table: Target) -> Self {
         let mut pinned = Self::new(self.name.clone(), table, self.query.clone());
         pinned.function = self.function;
         pinned
@@ -254,11 +290,26 @@ impl Statement for FullTextSearch {
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let dataset = self.table.snapshot(state).await?;
+        let table = match &self.table {
+            Target::Lance(table) => table,
+            Target::Cloud(table) => {
+                let (query, filter) = self.remote_prepared()?;
+                return plan_cloud_search(
+                    state,
+                    (&self.name, table),
+                    projection,
+                    (SearchQuery::FullText(query), filter),
+                    vec![score_field()],
+                    None,
+                )
+                .await;
+            }
+        };
+        let dataset = table.snapshot(state).await?;
         let query = self.prepared(&dataset).await?;
         plan_search(
             state,
-            &self.table,
+            table,
             &dataset,
             projection,
             SearchQuery::FullText(query),
@@ -272,7 +323,7 @@ impl Statement for FullTextSearch {
         pinner: &mut dyn Pinner,
         _state: &dyn Session,
     ) -> DFResult<Option<Arc<dyn TableProvider>>> {
-        let table = pinner.table(&self.table).await?;
+        let table = pinner.target(&self.table).await?;
         Ok(Some(StatementTable::provider(self.pinned(table))))
     }
 }

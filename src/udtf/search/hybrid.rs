@@ -26,10 +26,11 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::fts::FullTextSearch;
 use super::vector::VectorSearch;
-use super::{plan_search, string, with_extra};
+use super::{plan_cloud_search, plan_search, string, with_extra};
 use crate::error::{Error, fail};
 use crate::physical_plan::search::{distance_field, relevance_field, score_field};
 use crate::physical_plan::{DEFAULT_RRF_K, HybridQuery, SearchQuery, TextQuery};
+use crate::table::lookup::Target;
 use crate::table::statement::{Pinner, Statement, StatementTable};
 
 /// SQL name of the hybrid-search function.
@@ -70,7 +71,7 @@ impl TableFunctionImpl for HybridSearchFunction {
         };
         let mut text = FullTextSearch::new(
             vector.name.clone(),
-            Arc::clone(&vector.table),
+            vector.table.clone(),
             TextQuery {
                 query: query.to_string(),
                 columns: vec![],
@@ -189,7 +190,32 @@ impl Statement for HybridSearch {
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let table = &self.vector.table;
+        let table = match &self.vector.table {
+            Target::Lance(table) => table,
+            Target::Cloud(table) => {
+                let (vector, filter, postfilter) = self.vector.remote_prepared(state).await?;
+                let (text, _) = self.text.remote_prepared()?;
+                if postfilter.is_some() {
+                    return internal_err!("{HYBRID_SEARCH_FUNCTION_NAME} prefilters only");
+                }
+                return plan_cloud_search(
+                    state,
+                    (&self.vector.name, table),
+                    projection,
+                    (
+                        SearchQuery::Hybrid(Box::new(HybridQuery {
+                            vector,
+                            text,
+                            rrf_k: self.rrf_k,
+                        })),
+                        filter,
+                    ),
+                    vec![distance_field(), score_field(), relevance_field()],
+                    None,
+                )
+                .await;
+            }
+        };
         let dataset = table.snapshot(state).await?;
         let (vector, postfilter) = self.vector.prepared(state, &dataset).await?;
         if postfilter.is_some() {
@@ -217,8 +243,8 @@ impl Statement for HybridSearch {
         pinner: &mut dyn Pinner,
         _state: &dyn Session,
     ) -> DFResult<Option<Arc<dyn TableProvider>>> {
-        let table = pinner.table(&self.vector.table).await?;
-        let vector = self.vector.pinned(Arc::clone(&table), pinner).await?;
+        let table = pinner.target(&self.vector.table).await?;
+        let vector = self.vector.pinned(table.clone(), pinner).await?;
         let text = self.text.pinned(table);
         Ok(Some(StatementTable::provider(Self::new(
             vector, text, self.rrf_k,

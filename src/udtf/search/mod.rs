@@ -1,7 +1,9 @@
-//! Search table functions: `lance_vector_search` ([`vector`]) and
-//! `lance_fts` ([`fts`]). Both take a registered Lance table, plan a
-//! [`LanceSearchExec`] on the statement's version, and share how options,
-//! filters and projections are handled here.
+//! Search table functions: `lance_vector_search` ([`vector`]),
+//! `lance_fts` ([`fts`]) and `lance_hybrid_search` ([`hybrid`]). Each takes
+//! a registered Lance table and plans a [`LanceSearchExec`] on the
+//! statement's version, or a `db://` table and plans a [`CloudSearchExec`]
+//! the service answers; they share how options, filters and projections are
+//! handled here.
 
 pub(crate) mod fts;
 pub(crate) mod hybrid;
@@ -22,26 +24,29 @@ use datafusion::physical_plan::filter::FilterExec;
 use lance::Dataset;
 
 pub(crate) use super::string;
+use crate::cloud::to_lance_sql;
 use crate::error::{Error, fail};
 use crate::location::{Snapshot, redact_uri};
+use crate::physical_plan::cloud_search::{CloudSearchExec, CloudSearchParts};
 use crate::physical_plan::inputs::project;
 use crate::physical_plan::{LanceSearchExec, SearchQuery};
 use crate::table::LanceTableProvider;
+use crate::table::cloud::CloudTableProvider;
 use crate::table::index_rules::ColumnIndexes;
-use crate::table::lookup::registered_now;
+use crate::table::lookup::{Target, registered_now};
 use crate::table::pushdown;
 use datafusion::common::internal_err;
 
-/// The registered Lance table `name` (see [`registered_now`]: a table of a
-/// Lance catalog is looked up before `lance_sql` plans the statement),
-/// which must not have a column called like one of the columns `adds` (the
-/// function's rows hold the table's columns and those).
+/// The registered Lance or `db://` table `name` (see [`registered_now`]: a
+/// table of a Lance catalog is looked up before `lance_sql` plans the
+/// statement), which must not have a column called like one of the columns
+/// `adds` (the function's rows hold the table's columns and those).
 pub(crate) fn lookup(
     function: &str,
     session: &dyn Session,
     name: &str,
     adds: &[&str],
-) -> DFResult<Arc<LanceTableProvider>> {
+) -> DFResult<Target> {
     let reference = TableReference::from(name);
     match registered_now(session, &reference) {
         Ok(Some(table)) => {
@@ -79,7 +84,7 @@ pub(crate) fn with_extra(schema: &Schema, extras: Vec<Field>) -> SchemaRef {
 pub(crate) fn parse_filter(
     function: &str,
     session: &dyn Session,
-    table: &LanceTableProvider,
+    table: &Target,
     sql: &str,
 ) -> DFResult<Expr> {
     let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
@@ -113,6 +118,141 @@ pub(crate) fn check_prefilter(
     Ok(())
 }
 
+/// A prefilter of a search of a `db://` table, as the Lance SQL it travels
+/// as: an error unless every conjunct is one Lance evaluates with
+/// DataFusion's semantics (the rule of the table's scans).
+pub(crate) fn cloud_prefilter(
+    function: &str,
+    filter: &Expr,
+    schema: &Schema,
+    instead: &str,
+) -> DFResult<String> {
+    for conjunct in split_conjunction(filter) {
+        if !pushdown::is_exact(conjunct, schema) || to_lance_sql(conjunct).is_none() {
+            return fail!(
+                not_supported,
+                "{function}: the service cannot prefilter on '{conjunct}' with DataFusion's \
+                 semantics; {instead}"
+            );
+        }
+    }
+    to_lance_sql(filter).ok_or_else(|| {
+        Error::not_supported(format!(
+            "{function}: filter '{filter}' has no Lance SQL form"
+        ))
+        .into()
+    })
+}
+
+/// Which table columns a search node reads for a result projected as
+/// `projection` (over the table's columns, then `extras`) and a
+/// `postfilter`, and the node's schema (those columns, then `extras`).
+struct Layout {
+    read: Vec<usize>,
+    wanted: Vec<usize>,
+    first_extra: usize,
+    columns: Vec<String>,
+    node_schema: SchemaRef,
+}
+
+impl Layout {
+    fn new(
+        table_schema: &Schema,
+        projection: Option<&Vec<usize>>,
+        extras: Vec<Field>,
+        postfilter: Option<&Expr>,
+    ) -> DFResult<Self> {
+        let first_extra = table_schema.fields().len();
+        let wanted: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..first_extra + extras.len()).collect(),
+        };
+        let mut read: Vec<usize> = wanted
+            .iter()
+            .copied()
+            .filter(|&i| i < first_extra)
+            .collect();
+        if let Some(filter) = postfilter {
+            for c in filter.column_refs() {
+                let i = table_schema.index_of(&c.name)?;
+                if !read.contains(&i) {
+                    read.push(i);
+                }
+            }
+        }
+        let columns: Vec<String> = read
+            .iter()
+            .map(|&i| table_schema.field(i).name().clone())
+            .collect();
+        let mut fields: Vec<Field> = read
+            .iter()
+            .map(|&i| table_schema.field(i).clone())
+            .collect();
+        fields.extend(extras);
+        Ok(Self {
+            read,
+            wanted,
+            first_extra,
+            columns,
+            node_schema: Arc::new(Schema::new(fields)),
+        })
+    }
+
+    /// `node` (a search node of this layout) with `postfilter` applied and
+    /// projected as asked.
+    fn finish(
+        self,
+        state: &dyn Session,
+        node: Arc<dyn ExecutionPlan>,
+        postfilter: Option<Expr>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let mut plan = node;
+        if let Some(filter) = postfilter {
+            let df_schema = DFSchema::try_from(self.node_schema.as_ref().clone())?;
+            let predicate = state.create_physical_expr(filter, &df_schema)?;
+            plan = Arc::new(FilterExec::try_new(predicate, plan)?);
+        }
+        // From the node's order (read columns, then the extra ones) to the one asked.
+        let order: Vec<usize> = self
+            .wanted
+            .iter()
+            .map(|&i| {
+                if i >= self.first_extra {
+                    self.read.len() + (i - self.first_extra)
+                } else {
+                    self.read.iter().position(|&r| r == i).unwrap_or_default()
+                }
+            })
+            .collect();
+        project(plan, Some(&order))
+    }
+}
+
+/// The plan of a search of `db://` table `table` (at the statement's
+/// version): a [`CloudSearchExec`] the service answers, then as
+/// [`plan_search`]. `filter` is the prefilter, in Lance SQL.
+pub(crate) async fn plan_cloud_search(
+    state: &dyn Session,
+    (name, table): (&str, &CloudTableProvider),
+    projection: Option<&Vec<usize>>,
+    (query, filter): (SearchQuery, Option<String>),
+    extras: Vec<Field>,
+    postfilter: Option<Expr>,
+) -> DFResult<Arc<dyn ExecutionPlan>> {
+    let version = table.latest_version().await?;
+    let layout = Layout::new(&table.schema(), projection, extras, postfilter.as_ref())?;
+    let node = Arc::new(CloudSearchExec::new(CloudSearchParts {
+        name: name.to_string(),
+        table: table.cloud_table().clone(),
+        version,
+        columns: layout.columns.clone(),
+        query,
+        filter,
+        schema: Arc::clone(&layout.node_schema),
+    }));
+    layout.finish(state, node, postfilter)
+}
+
 /// The plan of a search of `dataset` (the statement's version of `table`):
 /// a [`LanceSearchExec`] reading the projected columns (and those of
 /// `postfilter`, which DataFusion evaluates on its rows), then `extras`,
@@ -131,57 +271,13 @@ pub(crate) fn plan_search(
     table
         .session_cache(state)
         .register_params(table.location(), table.store_params());
-    let table_schema = table.schema();
-    let first_extra = table_schema.fields().len();
-    let wanted: Vec<usize> = match projection {
-        Some(p) => p.clone(),
-        None => (0..first_extra + extras.len()).collect(),
-    };
-    let mut read: Vec<usize> = wanted
-        .iter()
-        .copied()
-        .filter(|&i| i < first_extra)
-        .collect();
-    if let Some(filter) = &postfilter {
-        for c in filter.column_refs() {
-            let i = table_schema.index_of(&c.name)?;
-            if !read.contains(&i) {
-                read.push(i);
-            }
-        }
-    }
-    let columns: Vec<String> = read
-        .iter()
-        .map(|&i| table_schema.field(i).name().clone())
-        .collect();
-    let mut fields: Vec<Field> = read
-        .iter()
-        .map(|&i| table_schema.field(i).clone())
-        .collect();
-    fields.extend(extras);
-    let node_schema = Arc::new(Schema::new(fields));
-    let mut plan: Arc<dyn ExecutionPlan> = Arc::new(LanceSearchExec::new(
+    let layout = Layout::new(&table.schema(), projection, extras, postfilter.as_ref())?;
+    let node = Arc::new(LanceSearchExec::new(
         table.location().clone(),
         Snapshot::of(dataset),
-        columns,
+        layout.columns.clone(),
         query,
-        Arc::clone(&node_schema),
+        Arc::clone(&layout.node_schema),
     ));
-    if let Some(filter) = postfilter {
-        let df_schema = DFSchema::try_from(node_schema.as_ref().clone())?;
-        let predicate = state.create_physical_expr(filter, &df_schema)?;
-        plan = Arc::new(FilterExec::try_new(predicate, plan)?);
-    }
-    // From the node's order (read columns, then the extra ones) to the one asked.
-    let order: Vec<usize> = wanted
-        .iter()
-        .map(|&i| {
-            if i >= first_extra {
-                read.len() + (i - first_extra)
-            } else {
-                read.iter().position(|&r| r == i).unwrap_or_default()
-            }
-        })
-        .collect();
-    project(plan, Some(&order))
+    layout.finish(state, node, postfilter)
 }

@@ -40,14 +40,17 @@ use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
 use lance::Dataset;
 
-use super::{check_prefilter, lookup, parse_filter, plan_search, string, with_extra};
+use super::{
+    check_prefilter, cloud_prefilter, lookup, parse_filter, plan_cloud_search, plan_search, string,
+    with_extra,
+};
 use crate::config::parse_bool;
 use crate::error::{Error, fail};
 use crate::physical_plan::RELEVANCE_COLUMN;
 use crate::physical_plan::search::{DISTANCE_COLUMN, SCORE_COLUMN, distance_field};
 use crate::physical_plan::{Metric, SearchQuery, VectorQuery};
-use crate::table::LanceTableProvider;
 use crate::table::index_rules::ColumnIndexes;
+use crate::table::lookup::Target;
 use crate::table::statement::{Pinner, Statement, StatementTable, statement};
 use datafusion::common::internal_err;
 
@@ -138,7 +141,7 @@ pub(crate) struct VectorSearch {
     pub(crate) function: &'static str,
     /// The table as the query names it.
     pub(crate) name: String,
-    pub(crate) table: Arc<LanceTableProvider>,
+    pub(crate) table: Target,
     pub(crate) vector: QueryVector,
     /// Everything but the vector (filled in when planned).
     pub(crate) query: VectorQuery,
@@ -159,7 +162,7 @@ impl VectorSearch {
     /// `name` in the query.
     pub(crate) fn new(
         name: String,
-        table: Arc<LanceTableProvider>,
+        table: Target,
         vector: QueryVector,
         query: VectorQuery,
     ) -> Self {
@@ -249,7 +252,7 @@ impl VectorSearch {
         };
         let mut search = VectorSearch::new(
             name.to_string(),
-            Arc::clone(&table),
+            table,
             vector,
             VectorQuery {
                 column: column.to_string(),
@@ -316,14 +319,7 @@ impl VectorSearch {
     ) -> DFResult<(VectorQuery, Option<Expr>)> {
         let function = self.function;
         let table_schema = self.table.schema();
-        let mut query = self.query.clone();
-        query.vector = self.vector(state).await?;
-        if let Ok(DataType::FixedSizeList(_, dim)) = table_schema
-            .field_with_name(&query.column)
-            .map(|f| f.data_type())
-        {
-            check_dimension(function, &query.vector, &self.name, &query.column, *dim)?;
-        }
+        let mut query = self.with_vector(state).await?;
         let postfilter = match query.filter.take() {
             Some(filter) if query.prefilter => {
                 check_prefilter(
@@ -339,6 +335,51 @@ impl VectorSearch {
             other => other,
         };
         Ok((query, postfilter))
+    }
+
+    /// The query to send to the service (the statement's version of a
+    /// `db://` table): its vector evaluated and checked, a prefilter as the
+    /// Lance SQL it travels as (one the service answers with DataFusion's
+    /// semantics), and the filter DataFusion applies to the `k` rows found
+    /// (`prefilter=false`).
+    pub(crate) async fn remote_prepared(
+        &self,
+        state: &dyn Session,
+    ) -> DFResult<(VectorQuery, Option<String>, Option<Expr>)> {
+        let mut query = self.with_vector(state).await?;
+        match query.filter.take() {
+            Some(filter) if query.prefilter => {
+                let sql = cloud_prefilter(
+                    self.function,
+                    &filter,
+                    &self.table.schema(),
+                    "use 'prefilter=false' (filter the k rows found) or filter in WHERE",
+                )?;
+                Ok((query, Some(sql), None))
+            }
+            postfilter => Ok((query, None, postfilter)),
+        }
+    }
+
+    /// The query, its vector evaluated and of the column's dimension.
+    async fn with_vector(&self, state: &dyn Session) -> DFResult<VectorQuery> {
+        let mut query = self.query.clone();
+        query.vector = self.vector(state).await?;
+        if let Ok(DataType::FixedSizeList(_, dim)) = self
+            .table
+            .schema()
+            .field_with_name(&query.column)
+            .map(|f| f.data_type())
+        {
+            check_dimension(
+                self.function,
+                &query.vector,
+                &self.name,
+                &query.column,
+                *dim,
+            )?;
+        }
+        Ok(query)
     }
 
     /// The query vector: the literal, or the subquery's one value.
@@ -410,11 +451,7 @@ fn unknown(option: &str) -> Error {
 
 impl VectorSearch {
     /// This search on `table` (pinned), its subquery vector fixed too.
-    pub(crate) async fn pinned(
-        &self,
-        table: Arc<LanceTableProvider>,
-        pinner: &mut dyn Pinner,
-    ) -> DFResult<Self> {
+    pub(crate) async fn pinned(&self, table: Target, pinner: &mut dyn Pinner) -> DFResult<Self> {
         let vector = match &self.vector {
             QueryVector::Subquery(plan) => {
                 QueryVector::Subquery(Arc::new(pinner.plan(plan).await?))
@@ -443,11 +480,26 @@ impl Statement for VectorSearch {
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let dataset = self.table.snapshot(state).await?;
+        let table = match &self.table {
+            Target::Lance(table) => table,
+            Target::Cloud(table) => {
+                let (query, filter, postfilter) = self.remote_prepared(state).await?;
+                return plan_cloud_search(
+                    state,
+                    (&self.name, table),
+                    projection,
+                    (SearchQuery::Vector(query), filter),
+                    vec![distance_field()],
+                    postfilter,
+                )
+                .await;
+            }
+        };
+        let dataset = table.snapshot(state).await?;
         let (query, postfilter) = self.prepared(state, &dataset).await?;
         plan_search(
             state,
-            &self.table,
+            table,
             &dataset,
             projection,
             SearchQuery::Vector(query),
@@ -461,7 +513,7 @@ impl Statement for VectorSearch {
         pinner: &mut dyn Pinner,
         _state: &dyn Session,
     ) -> DFResult<Option<Arc<dyn TableProvider>>> {
-        let table = pinner.table(&self.table).await?;
+        let table = pinner.target(&self.table).await?;
         Ok(Some(StatementTable::provider(
             self.pinned(table, pinner).await?,
         )))
