@@ -3,7 +3,7 @@
 CARGO ?= cargo
 DEMO_DIR ?= target/demo
 
-.PHONY: help protoc s3-server run build test test-nightly lint fmt check-fmt clippy check-lean unit slt slt-complete bench doc
+.PHONY: help protoc s3-server lancedb-client run build test test-nightly lint fmt check-fmt clippy check-lean unit slt slt-complete bench doc
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -13,6 +13,9 @@ protoc: ## Install protoc if missing (apt-get as root; otherwise explain)
 
 s3-server: ## Install moto's S3 server for the S3 tests if missing (pip)
 	@.ci/ensure-moto.sh
+
+lancedb-client: ## Install LanceDB's Python client for the db:// dialect test if missing (pip)
+	@.ci/ensure-lancedb.sh
 
 run: protoc ## Build, create a demo Lance dataset under target/demo, run examples/demo.sql
 	$(CARGO) build --bin lance-sql
@@ -24,7 +27,7 @@ build: protoc ## Build the library and the lance-sql CLI
 
 test: protoc check-fmt clippy check-lean doc unit ## Everything CI runs: fmt check, clippy, the lean library, API docs, unit + integration tests, sqllogictests
 
-test-nightly: protoc s3-server check-fmt clippy ## The big tier: make test with 20 process kills and 2,000 fuzzed predicates
+test-nightly: protoc s3-server lancedb-client check-fmt clippy ## The big tier: make test with 20 process kills and 2,000 fuzzed predicates
 	DATAFUSION_LANCE_NIGHTLY=1 $(CARGO) test
 
 lint: protoc check-fmt clippy ## fmt check and clippy -D warnings
@@ -41,7 +44,7 @@ clippy: protoc ## Clippy on every target, warnings are errors
 check-lean: protoc ## The library alone, as embedders take it (default-features = false), compiles
 	$(CARGO) check --lib --no-default-features
 
-unit: protoc s3-server ## Unit tests, integration tests and the sqllogictest suite
+unit: protoc s3-server lancedb-client ## Unit tests, integration tests and the sqllogictest suite
 	$(CARGO) test
 
 slt: protoc ## Only the sqllogictest suite (make slt F=scan/filters to filter)

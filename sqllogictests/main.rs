@@ -11,8 +11,9 @@
 //! holding generated fixtures (see `tests/common/fixtures.rs`), and may write
 //! `__SCRATCH__` for that directory; output and errors show it as `__SCRATCH__`.
 //! Files under `cloud/` also get a fake LanceDB Cloud service
-//! (`tests/common/fake_cloud.rs`) serving the `numbers` and `docs` fixtures
-//! as tables `numbers` and `docs`; they write `__CLOUD__` for its URL.
+//! (`tests/common/fake_cloud.rs`) serving the `numbers`, `docs` and
+//! `indexed` fixtures as tables of those names; they write `__CLOUD__` for
+//! its URL.
 
 #[path = "../tests/common/fake_cloud.rs"]
 mod fake_cloud;
@@ -203,6 +204,7 @@ async fn context_for(
         let fake = fake_cloud::FakeCloud::start().await;
         fixtures::numbers(&fake.table_path("numbers")).await;
         fixtures::docs(&fake.table_path("docs")).await;
+        fixtures::indexed(&fake.table_path("indexed")).await;
         Some(fake)
     } else {
         None

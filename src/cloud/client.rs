@@ -53,6 +53,17 @@ pub(crate) struct Merged {
     pub version: Option<u64>,
 }
 
+/// One index of a table version, as the service lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListedIndex {
+    pub name: String,
+    /// The service's type name (`BTREE`, `BITMAP`, `IVF_PQ`, ...).
+    pub index_type: Option<String>,
+    /// Lance's type URL of the index details, when the service gives it.
+    pub type_url: Option<String>,
+    pub columns: Vec<String>,
+}
+
 /// A client for one table of a LanceDB Cloud or Enterprise database.
 pub(crate) struct CloudClient {
     config: Configuration,
@@ -61,6 +72,7 @@ pub(crate) struct CloudClient {
     /// The id the service's paths use.
     id: String,
     max_retries: u32,
+    backoff_ms: u64,
 }
 
 impl std::fmt::Debug for CloudClient {
@@ -101,6 +113,7 @@ impl CloudClient {
             table: table.location.display_uri.clone(),
             id: address.table_id(),
             max_retries: table.requests.max_retries,
+            backoff_ms: table.requests.backoff_ms,
         })
     }
 
@@ -138,8 +151,7 @@ impl CloudClient {
         let schema = response
             .schema
             .ok_or_else(|| self.unreadable("describe", "no schema in the answer"))?;
-        let schema = lance_namespace::schema::convert_json_arrow_schema(&schema)
-            .map_err(|e| self.unreadable("describe", &e.to_string()))?;
+        let schema = super::schema::parse(&schema).map_err(|e| self.unreadable("describe", &e))?;
         Ok((described, schema))
     }
 
@@ -186,14 +198,38 @@ impl CloudClient {
         &self,
         request: models::QueryTableRequest,
     ) -> Result<Vec<RecordBatch>> {
+        let body = lancedb_query(&request)
+            .map_err(|e| self.unreadable("query", &format!("cannot encode the query: {e}")))?;
+        let url = format!(
+            "{}/v1/table/{}/query/",
+            self.config.base_path,
+            apis::urlencode(&self.id)
+        );
         let body = self
             .send("query", RetryClass::Read, || async {
-                let response =
-                    table_api::query_table(&self.config, &self.id, request.clone(), None).await?;
-                response
-                    .bytes()
-                    .await
-                    .map_err(apis::Error::<table_api::QueryTableError>::Reqwest)
+                let mut sent = self
+                    .config
+                    .client
+                    .post(&url)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.clone());
+                if let Some(agent) = &self.config.user_agent {
+                    sent = sent.header(reqwest::header::USER_AGENT, agent);
+                }
+                if let Some(key) = &self.config.api_key {
+                    sent = sent.header("x-api-key", &key.key);
+                }
+                let response = sent.send().await.map_err(apis::Error::<()>::Reqwest)?;
+                let status = response.status();
+                if !status.is_success() {
+                    let content = response.text().await.unwrap_or_default();
+                    return Err(apis::Error::ResponseError(apis::ResponseContent {
+                        status,
+                        content,
+                        entity: None,
+                    }));
+                }
+                response.bytes().await.map_err(apis::Error::<()>::Reqwest)
             })
             .await?;
         ipc::decode(&body).map_err(|e| self.unreadable("query", &e))
@@ -404,6 +440,37 @@ impl CloudClient {
         Err(self.unreadable("list_tags", &format!("more than {MAX_PAGES} pages")))
     }
 
+    /// The indices of `version`: name, type (as the service spells it: an
+    /// `index_type` such as `BTREE`, and a type URL when it gives one) and
+    /// columns.
+    pub(crate) async fn indices(&self, version: u64) -> Result<Vec<ListedIndex>> {
+        let mut indices = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let request = models::ListTableIndicesRequest {
+                version: Some(version as i64),
+                page_token: token.clone(),
+                ..Default::default()
+            };
+            let answer = self
+                .send("list_indices", RetryClass::Read, || {
+                    table_api::list_table_indices(&self.config, &self.id, request.clone(), None)
+                })
+                .await?;
+            indices.extend(answer.indexes.into_iter().map(|index| ListedIndex {
+                name: index.index_name,
+                index_type: index.index_type,
+                type_url: index.type_url,
+                columns: index.columns,
+            }));
+            match answer.page_token.filter(|t| !t.is_empty()) {
+                Some(next) => token = Some(next),
+                None => return Ok(indices),
+            }
+        }
+        Err(self.unreadable("list_indices", &format!("more than {MAX_PAGES} pages")))
+    }
+
     /// The version tag `tag` names.
     pub(crate) async fn tag_version(&self, tag: &str) -> Result<u64> {
         let request = models::GetTableTagVersionRequest {
@@ -447,7 +514,7 @@ impl CloudClient {
                 Err(e) => Failure::of(e),
             };
             if failure.retryable(class) && attempts <= self.max_retries {
-                tokio::time::sleep(backoff(attempts)).await;
+                tokio::time::sleep(backoff(self.backoff_ms, attempts)).await;
                 continue;
             }
             return Err(self.give_up(request, class, attempts, failure));
@@ -491,6 +558,36 @@ impl CloudClient {
             status: None,
         }
     }
+}
+
+/// `request` as LanceDB's own clients send it, which LanceDB Cloud reads:
+/// the namespace model's `vector` (`{"single_vector": …}`) as the bare
+/// list, and its `columns` (`{"column_names": …}`) as the bare list of
+/// names (or map of aliases).
+fn lancedb_query(request: &models::QueryTableRequest) -> serde_json::Result<Vec<u8>> {
+    let mut value = serde_json::to_value(request)?;
+    if let Some(object) = value.as_object_mut() {
+        if let Some(vector) = object.remove("vector") {
+            let bare = match vector {
+                serde_json::Value::Object(mut v) => v
+                    .remove("single_vector")
+                    .or_else(|| v.remove("multi_vector"))
+                    .unwrap_or_else(|| serde_json::Value::Array(vec![])),
+                other => other,
+            };
+            object.insert("vector".to_string(), bare);
+        }
+        let columns = match object.remove("columns") {
+            Some(serde_json::Value::Object(mut columns)) => columns
+                .remove("column_names")
+                .or_else(|| columns.remove("column_aliases")),
+            other => other,
+        };
+        if let Some(columns) = columns {
+            object.insert("columns".to_string(), columns);
+        }
+    }
+    serde_json::to_vec(&value)
 }
 
 /// One HTTP client (a connection pool) per service, database and timeout,

@@ -7,6 +7,7 @@
 //!   [`CloudTable`], the plain data nodes carry;
 //! * [`client`]: the requests and their errors;
 //! * [`retry`]: which failures are retried, by request class;
+//! * [`schema`]: table schemas in either JSON form the services write;
 //! * [`sql`]: which filters travel, as Lance SQL text;
 //! * [`ipc`]: Arrow IPC bodies.
 
@@ -15,6 +16,7 @@ pub(crate) mod client;
 pub(crate) mod ipc;
 pub(crate) mod options;
 pub(crate) mod retry;
+pub(crate) mod schema;
 pub(crate) mod sql;
 
 pub(crate) use address::CloudAddress;

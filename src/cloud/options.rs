@@ -15,6 +15,7 @@ const REGION: &str = "region";
 const HOST_OVERRIDE: &str = "host_override";
 const TIMEOUT: &str = "request_timeout_ms";
 const RETRIES: &str = "max_retries";
+const BACKOFF: &str = "retry_backoff_ms";
 const READ_ROWS: &str = "read_rows_per_request";
 const WRITE_ROWS: &str = "write_rows_per_request";
 const WRITE_BYTES: &str = "write_bytes_per_request";
@@ -46,6 +47,10 @@ pub(crate) const CLOUD_OPTIONS: &[(&str, &str)] = &[
         "retries of a failed request that may be retried (reads, merges; appends only when nothing was applied) (default 3)",
     ),
     (
+        BACKOFF,
+        "wait before the first retry in ms, doubled for each further retry (at most 64×), plus up to as much again of random jitter (default 250)",
+    ),
+    (
         READ_ROWS,
         "rows asked for in one read request (default 65536)",
     ),
@@ -67,6 +72,8 @@ pub(crate) struct RequestPolicy {
     pub timeout_ms: u64,
     /// Retries of a read request that failed in a retryable way.
     pub max_retries: u32,
+    /// Wait before the first retry, in milliseconds.
+    pub backoff_ms: u64,
     /// Rows asked for in one read request.
     pub read_rows: u32,
     /// Rows sent in one write request.
@@ -80,6 +87,7 @@ impl Default for RequestPolicy {
         Self {
             timeout_ms: 30_000,
             max_retries: 3,
+            backoff_ms: 250,
             read_rows: 65_536,
             write_rows: 100_000,
             write_bytes: 64 << 20,
@@ -222,6 +230,9 @@ impl Service {
                 .parse()
                 .map_err(|_| Error::invalid_option(RETRIES, *v, "expected 0, 1, 2, ..."))?;
         }
+        if let Some(v) = given.get(BACKOFF) {
+            requests.backoff_ms = positive(BACKOFF, v)?;
+        }
         if let Some(v) = given.get(READ_ROWS) {
             requests.read_rows = u32::try_from(positive(READ_ROWS, v)?)
                 .ok()
@@ -330,8 +341,10 @@ mod tests {
         let o = parse(&[
             ("host_override", "http://127.0.0.1:9/"),
             ("max_retries", "0"),
+            ("retry_backoff_ms", "10"),
         ])
         .unwrap();
+        assert_eq!(o.table.requests.backoff_ms, 10);
         assert_eq!(o.table.endpoint, "http://127.0.0.1:9");
         assert_eq!(o.table.requests.max_retries, 0);
     }

@@ -47,7 +47,11 @@ impl Failure {
                 status: e.status().map(|s| s.as_u16()),
                 not_sent: e.is_connect(),
                 lost: e.is_timeout() || e.is_request() || e.is_body() || e.is_decode(),
-                message: e.without_url().to_string(),
+                message: if e.is_timeout() {
+                    "no answer within the request timeout (request_timeout_ms)".to_string()
+                } else {
+                    with_causes(&e.without_url())
+                },
             },
             apis::Error::Serde(e) => Self {
                 status: None,
@@ -82,12 +86,29 @@ impl Failure {
     }
 }
 
-/// 250 ms · 2^(n-1), plus up to 250 ms of jitter.
-pub(super) fn backoff(attempt: u32) -> Duration {
-    let base = 250u64.saturating_mul(1 << (attempt - 1).min(6));
+/// `error` and what caused it, outermost first (`error sending request:
+/// client error (SendRequest): connection closed before message completed`).
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let text = next.to_string();
+        if !message.ends_with(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = next.source();
+    }
+    message
+}
+
+/// `first_ms` · 2^(n-1) (at most 64 × `first_ms`), plus up to `first_ms` of
+/// jitter.
+pub(super) fn backoff(first_ms: u64, attempt: u32) -> Duration {
+    let base = first_ms.saturating_mul(1 << (attempt - 1).min(6));
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    Duration::from_millis(base + u64::from(nanos % 250))
+    Duration::from_millis(base.saturating_add(u64::from(nanos) % first_ms.max(1)))
 }

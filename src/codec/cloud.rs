@@ -37,6 +37,8 @@ pub(crate) struct CloudTableMessage {
     pub write_rows: u64,
     #[prost(uint64, tag = "7")]
     pub write_bytes: u64,
+    #[prost(uint64, tag = "8")]
+    pub backoff_ms: u64,
 }
 
 /// A [`CloudWriteExec`] (its input travels as DataFusion's).
@@ -168,6 +170,7 @@ impl StoragePolicy {
             endpoint: table.endpoint.clone(),
             timeout_ms: table.requests.timeout_ms,
             max_retries: table.requests.max_retries,
+            backoff_ms: table.requests.backoff_ms,
             read_rows: table.requests.read_rows,
             write_rows: table.requests.write_rows,
             write_bytes: table.requests.write_bytes,
@@ -177,6 +180,7 @@ impl StoragePolicy {
     fn decode_cloud_table(&self, table: Option<CloudTableMessage>) -> DFResult<CloudTable> {
         let table = required(table, "LanceDB table")?;
         if table.timeout_ms == 0
+            || table.backoff_ms == 0
             || table.read_rows == 0
             || table.read_rows > i32::MAX as u32
             || table.write_rows == 0
@@ -190,6 +194,7 @@ impl StoragePolicy {
             requests: RequestPolicy {
                 timeout_ms: table.timeout_ms,
                 max_retries: table.max_retries,
+                backoff_ms: table.backoff_ms,
                 read_rows: table.read_rows,
                 write_rows: table.write_rows,
                 write_bytes: table.write_bytes,

@@ -7,12 +7,16 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
+use datafusion::common::DFSchema;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::filter::FilterExecBuilder;
 
+use super::index_rules::ColumnIndexes;
 use super::pushdown;
 use crate::cloud::{CloudClient, CloudOptions, CloudTable, to_lance_sql};
 use crate::config::VersionSpec;
@@ -206,6 +210,41 @@ impl CloudTableProvider {
         self.pin(&CloudClient::connect(&self.table)?).await
     }
 
+    /// The indices of the latest version (or the one the table is fixed at).
+    pub(crate) async fn latest_indexes(&self) -> Result<ColumnIndexes> {
+        let client = CloudClient::connect(&self.table)?;
+        let version = self.pin(&client).await?;
+        self.indexes(&client, version).await
+    }
+
+    /// The indices of `version`, as the filter rules see them (one
+    /// `list_indices` request). A service that does not list indices leaves
+    /// every filter to DataFusion.
+    pub(crate) async fn indexes(
+        &self,
+        client: &CloudClient,
+        version: u64,
+    ) -> Result<ColumnIndexes> {
+        match client.indices(version).await {
+            Ok(listed) => Ok(ColumnIndexes::listed(&listed)),
+            Err(
+                e @ (Error::NotFound { .. }
+                | Error::Cloud {
+                    status: Some(405 | 501),
+                    ..
+                }),
+            ) => {
+                log::warn!(
+                    "LanceDB table '{}': the service does not list indices ({e}); filters are \
+                     evaluated by DataFusion",
+                    self.display_uri()
+                );
+                Ok(ColumnIndexes::unknown())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// The version a scan reads, checking that its schema is the one the
     /// table was registered with.
     async fn pin(&self, client: &CloudClient) -> Result<u64> {
@@ -264,7 +303,19 @@ impl TableProvider for CloudTableProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let filter = filters
+        let client = CloudClient::connect(&self.table)?;
+        let version = self.pin(&client).await?;
+        // Filters the service's indices would answer with semantics of their
+        // own are evaluated here, on the rows of the others.
+        let (remote, local): (Vec<&Expr>, Vec<&Expr>) = if filters.is_empty() {
+            (vec![], vec![])
+        } else {
+            let indexes = self.indexes(&client, version).await?;
+            filters
+                .iter()
+                .partition(|f| indexes.allows(f, &self.schema))
+        };
+        let filter = remote
             .iter()
             .map(|f| {
                 to_lance_sql(f).ok_or_else(|| {
@@ -276,32 +327,52 @@ impl TableProvider for CloudTableProvider {
             })
             .collect::<DFResult<Vec<_>>>()?;
         let filter = (!filter.is_empty()).then(|| filter.join(" AND "));
-        let schema: SchemaRef = match projection {
-            Some(p) => Arc::new(self.schema.project(p)?),
-            None => Arc::clone(&self.schema),
-        };
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        let projection = projection.unwrap_or(&all);
+        // The columns read: the projection's, and those the local filters need.
+        let mut read = projection.clone();
+        for f in &local {
+            for c in f.column_refs() {
+                let i = self.schema.index_of(&c.name)?;
+                if !read.contains(&i) {
+                    read.push(i);
+                }
+            }
+        }
+        let schema: SchemaRef = Arc::new(self.schema.project(&read)?);
         let mut columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
         if columns.is_empty() {
             // Rows are counted: ask for the narrowest thing there is, one column.
             columns.extend(self.schema.fields().first().map(|f| f.name().clone()));
         }
-        let client = CloudClient::connect(&self.table)?;
-        let version = self.pin(&client).await?;
         let count = client.count_rows(version, filter.as_deref()).await?;
-        let total = limit.map_or(count, |l| count.min(l as u64));
+        let total = match limit {
+            Some(l) if local.is_empty() => count.min(l as u64),
+            _ => count,
+        };
         let ranges = split(
             total,
             state.config().target_partitions(),
             u64::from(self.table.requests.read_rows),
         );
-        Ok(Arc::new(CloudScanExec::new(CloudScanParts {
+        let scan: Arc<dyn ExecutionPlan> = Arc::new(CloudScanExec::new(CloudScanParts {
             table: self.table.clone(),
             version,
             ranges,
             columns,
-            schema,
+            schema: Arc::clone(&schema),
             filter,
-        })))
+        }));
+        let Some(predicate) = conjunction(local.into_iter().cloned()) else {
+            return Ok(scan);
+        };
+        let predicate =
+            state.create_physical_expr(predicate, &DFSchema::try_from(schema.as_ref().clone())?)?;
+        let filtered = FilterExecBuilder::new(predicate, scan)
+            .apply_projection(Some((0..projection.len()).collect()))?
+            .with_fetch(limit)
+            .build()?;
+        Ok(Arc::new(filtered))
     }
 
     async fn insert_into(

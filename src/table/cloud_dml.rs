@@ -16,6 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::datasource::source_as_provider;
 use datafusion::datasource::{MemTable, TableProvider};
 use datafusion::error::Result as DFResult;
@@ -25,6 +26,7 @@ use datafusion::physical_plan::ExecutionPlan;
 
 use super::cloud::CloudTableProvider;
 use super::dml::DmlOp;
+use super::index_rules::ColumnIndexes;
 use super::statement::{Pinner, Statement, StatementTable};
 use crate::cloud::{assignment_to_lance_sql, to_lance_sql};
 use crate::error::{Error, Result};
@@ -77,7 +79,7 @@ impl CloudDml {
 
     /// The change to send, from the optimized input; `None` when the
     /// statement selects no row at all (`WHERE false`).
-    fn change(&self, input: &LogicalPlan) -> Result<Option<CloudChange>> {
+    fn change(&self, input: &LogicalPlan, indexes: &ColumnIndexes) -> Result<Option<CloudChange>> {
         let (assigned, below) = match (self.op, input) {
             (DmlOp::Update, LogicalPlan::Projection(p)) => (Some(&p.expr), p.input.as_ref()),
             (DmlOp::Update, _) => {
@@ -100,7 +102,7 @@ impl CloudDml {
                 ));
             }
         };
-        let predicate = self.predicate(&scan.filters)?;
+        let predicate = self.predicate(&scan.filters, indexes)?;
         let Some(exprs) = assigned else {
             return Ok(Some(CloudChange::Delete { predicate }));
         };
@@ -136,10 +138,24 @@ impl CloudDml {
         })
     }
 
-    fn predicate(&self, filters: &[Expr]) -> Result<Option<String>> {
+    fn predicate(&self, filters: &[Expr], indexes: &ColumnIndexes) -> Result<Option<String>> {
+        let schema = self.target.schema();
         let parts = filters
             .iter()
             .map(|f| {
+                if !indexes.allows(f, &schema) {
+                    let named: Vec<String> = f
+                        .column_refs()
+                        .iter()
+                        .flat_map(|c| indexes.names_on(&c.name).to_vec())
+                        .collect();
+                    return Err(self.refuse(format_args!(
+                        "the service would answer the condition `{f}` from the table's \
+                         index{} [{}], whose semantics differ from DataFusion's for it",
+                        if named.len() == 1 { "" } else { "es" },
+                        named.join(", ")
+                    )));
+                }
                 to_lance_sql(f).ok_or_else(|| {
                     self.refuse(format_args!(
                         "the condition `{f}` cannot be sent to the service"
@@ -149,6 +165,20 @@ impl CloudDml {
             .collect::<Result<Vec<_>>>()?;
         Ok((!parts.is_empty()).then(|| parts.join(" AND ")))
     }
+}
+
+/// Whether some scan of `plan` holds pushed filters.
+fn filtered(plan: &LogicalPlan) -> bool {
+    let mut found = false;
+    let _ = plan.apply(|node| {
+        found |= matches!(node, LogicalPlan::TableScan(scan) if !scan.filters.is_empty());
+        Ok(if found {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    });
+    found
 }
 
 fn skip_projections(plan: &LogicalPlan) -> &LogicalPlan {
@@ -174,7 +204,14 @@ impl Statement for CloudDml {
                 None => self.input.clone(),
             }
         };
-        let Some(change) = self.change(&input)? else {
+        // The service answers the condition with the indices of the
+        // version it changes: the latest.
+        let indexes = if filtered(&input) {
+            self.target.latest_indexes().await?
+        } else {
+            ColumnIndexes::default()
+        };
+        let Some(change) = self.change(&input, &indexes)? else {
             let none = MemTable::try_new(count_schema(), vec![vec![count_batch(0)?]])?;
             return none.scan(state, None, &[], None).await;
         };

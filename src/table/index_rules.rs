@@ -70,6 +70,31 @@ impl IndexKind {
             other => Self::Other(other.to_string()),
         }
     }
+
+    /// The kind of an index a LanceDB service lists: by its type URL when
+    /// the service gives one, else by its type name (`BTREE`, `FTS`, ...).
+    pub(crate) fn listed(index_type: Option<&str>, type_url: Option<&str>) -> Self {
+        if let Some(url) = type_url.filter(|u| !u.is_empty()) {
+            return Self::from_type_url(url);
+        }
+        let name: String = index_type
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .map(|c| c.to_ascii_uppercase())
+            .collect();
+        match name.as_str() {
+            "BTREE" => Self::BTree,
+            "BITMAP" => Self::Bitmap,
+            "ZONEMAP" => Self::ZoneMap,
+            "BLOOMFILTER" => Self::BloomFilter,
+            "NGRAM" => Self::NGram,
+            "INVERTED" | "FTS" => Self::Inverted,
+            "LABELLIST" => Self::LabelList,
+            "" => Self::Other("unrecorded".to_string()),
+            _ => Self::Other(name),
+        }
+    }
 }
 
 /// The shape of one predicate, as the index parsers tell them apart.
@@ -168,6 +193,39 @@ impl ColumnIndexes {
             by_column,
             names,
             unreadable: false,
+        }
+    }
+
+    /// The indices a LanceDB service lists for one version.
+    pub(crate) fn listed(indices: &[crate::cloud::client::ListedIndex]) -> Self {
+        let mut by_column: HashMap<String, Vec<IndexKind>> = HashMap::new();
+        let mut names: HashMap<String, Vec<String>> = HashMap::new();
+        for index in indices {
+            let kind = IndexKind::listed(index.index_type.as_deref(), index.type_url.as_deref());
+            for column in &index.columns {
+                let named = names.entry(column.clone()).or_default();
+                if !named.contains(&index.name) {
+                    named.push(index.name.clone());
+                }
+                by_column
+                    .entry(column.clone())
+                    .or_default()
+                    .push(kind.clone());
+            }
+        }
+        Self {
+            by_column,
+            names,
+            unreadable: false,
+        }
+    }
+
+    /// Nothing is known of the indices: every column may have one Lance
+    /// uses with semantics of its own.
+    pub(crate) fn unknown() -> Self {
+        Self {
+            unreadable: true,
+            ..Self::default()
         }
     }
 
@@ -332,6 +390,18 @@ mod tests {
             IndexKind::from_type_url("/lance.index.pb.FutureIndexDetails"),
             IndexKind::Other(_)
         ));
+        // As a LanceDB service lists them: the type URL wins, else the name.
+        let listed = |t: &str| IndexKind::listed(Some(t), None);
+        assert_eq!(listed("BTREE"), IndexKind::BTree);
+        assert_eq!(listed("BTree"), IndexKind::BTree);
+        assert_eq!(listed("LABEL_LIST"), IndexKind::LabelList);
+        assert_eq!(listed("FTS"), IndexKind::Inverted);
+        assert_eq!(listed("IVF_PQ"), IndexKind::Other("IVFPQ".to_string()));
+        assert_eq!(
+            IndexKind::listed(Some("BTREE"), Some("/lance.index.pb.BitmapIndexDetails")),
+            IndexKind::Bitmap
+        );
+        assert!(matches!(IndexKind::listed(None, None), IndexKind::Other(_)));
     }
 
     #[test]

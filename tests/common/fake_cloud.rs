@@ -5,11 +5,16 @@
 //! * refuses requests without the right `x-api-key` (HTTP 401),
 //! * hides every table's location, so a client can only use the API,
 //! * logs each request by kind, and
-//! * fails scripted requests (`fail_next`) the way a service does.
+//! * fails scripted requests (`fail_next`) the way a service and its
+//!   network do: an error status, a connection reset, no answer at all,
+//!   before or after carrying the request out.
 //!
 //! Shared by the integration tests and the sqllogictest runner.
 
 #![allow(dead_code)]
+
+#[path = "fake_cloud_dialect.rs"]
+mod dialect;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -39,7 +44,47 @@ pub(crate) enum Fault {
     /// The request is carried out, then answered with HTTP 503: the client
     /// cannot tell it from an outage.
     AppliedThenUnavailable,
+    /// The connection is closed (reset) once the request has arrived,
+    /// before anything is done.
+    Reset,
+    /// The request is carried out, then the connection is closed with no
+    /// answer.
+    AppliedThenReset,
+    /// No answer until the client gives up (its `request_timeout_ms`);
+    /// nothing is done.
+    Stall,
+    /// The request is carried out (to the end, even when the client has
+    /// gone: see [`FakeCloud::settle`]), then no answer until the client
+    /// gives up.
+    AppliedThenStall,
 }
+
+impl Fault {
+    /// Every fault, in the order the retry matrix runs them.
+    pub(crate) const ALL: [Fault; 7] = [
+        Fault::Throttled,
+        Fault::Unavailable,
+        Fault::Stall,
+        Fault::Reset,
+        Fault::AppliedThenUnavailable,
+        Fault::AppliedThenStall,
+        Fault::AppliedThenReset,
+    ];
+
+    /// Whether the service carries the request out before failing it.
+    pub(crate) fn applies(self) -> bool {
+        matches!(
+            self,
+            Fault::Pass
+                | Fault::AppliedThenUnavailable
+                | Fault::AppliedThenReset
+                | Fault::AppliedThenStall
+        )
+    }
+}
+
+/// The longest a stalled request waits for its client to give up.
+const STALL: std::time::Duration = std::time::Duration::from_secs(20);
 
 #[derive(Debug, Default)]
 struct Script {
@@ -47,18 +92,22 @@ struct Script {
     log: Vec<&'static str>,
     /// Failures to answer, by request kind.
     faults: BTreeMap<&'static str, VecDeque<Fault>>,
+    /// Requests being carried out on their own task (their client may be
+    /// gone): `settle` waits for them.
+    applying: Vec<tokio::task::JoinHandle<()>>,
 }
 
 #[derive(Debug)]
 struct Service {
     inner: Arc<dyn LanceNamespace>,
     script: Arc<Mutex<Script>>,
+    /// Wakes stalled requests when the fake stops.
+    stop: Arc<tokio::sync::Notify>,
 }
 
 impl Service {
-    /// Admits a request: `Ok(true)` when it must be carried out and then
-    /// answered with an outage.
-    fn admit(&self, kind: &'static str, identity: &Option<Box<Identity>>) -> Result<bool> {
+    /// Admits a request and says how it fails, if it does.
+    fn admit(&self, kind: &'static str, identity: &Option<Box<Identity>>) -> Result<Fault> {
         let key = identity.as_ref().and_then(|i| i.api_key.as_deref());
         if key != Some(API_KEY) {
             return Err(NamespaceError::Unauthenticated {
@@ -66,19 +115,62 @@ impl Service {
             }
             .into());
         }
-        let mut script = self.script.lock().unwrap();
-        script.log.push(kind);
-        match script.faults.get_mut(kind).and_then(|f| f.pop_front()) {
-            Some(Fault::Unavailable) => Err(NamespaceError::ServiceUnavailable {
+        let fault = {
+            let mut script = self.script.lock().unwrap();
+            script.log.push(kind);
+            script
+                .faults
+                .get_mut(kind)
+                .and_then(|f| f.pop_front())
+                .unwrap_or(Fault::Pass)
+        };
+        match fault {
+            Fault::Unavailable => Err(NamespaceError::ServiceUnavailable {
                 message: "scripted outage".to_string(),
             }
             .into()),
-            Some(Fault::Throttled) => Err(NamespaceError::Throttling {
+            Fault::Throttled => Err(NamespaceError::Throttling {
                 message: "scripted throttling".to_string(),
             }
             .into()),
-            Some(Fault::AppliedThenUnavailable) => Ok(true),
-            Some(Fault::Pass) | None => Ok(false),
+            Fault::Reset => reset(),
+            fault => Ok(fault),
+        }
+    }
+
+    /// Carries a request out on a task of its own, which finishes even when
+    /// the client gives up first (the connection's task then drops this
+    /// future, not the work).
+    async fn apply<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T>> + Send + 'static,
+    ) -> Result<T> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        {
+            let mut script = self.script.lock().unwrap();
+            script.applying.retain(|t| !t.is_finished());
+            script.applying.push(task);
+        }
+        rx.await
+            .expect("the request's task ended without an answer")
+    }
+
+    /// Answers as `fault` says once the request was carried out.
+    async fn answer<T>(&self, fault: Fault, answer: T) -> Result<T> {
+        match fault {
+            Fault::AppliedThenUnavailable => outage(),
+            Fault::AppliedThenReset => reset(),
+            Fault::Stall | Fault::AppliedThenStall => {
+                tokio::select! {
+                    _ = tokio::time::sleep(STALL) => {}
+                    _ = self.stop.notified() => {}
+                }
+                outage()
+            }
+            _ => Ok(answer),
         }
     }
 }
@@ -90,18 +182,28 @@ fn outage<T>() -> Result<T> {
     .into())
 }
 
+/// Ends the connection's task without an answer: the client sees the
+/// connection closed (as by a reset) once its request was sent. An unwind
+/// that runs no panic hook, so nothing is printed.
+fn reset<T>() -> T {
+    std::panic::resume_unwind(Box::new("scripted connection reset"))
+}
+
 macro_rules! forward {
     ($($method:ident($request:ty $(, $data:ident)?) -> $response:ty;)*) => {
         #[async_trait]
         impl LanceNamespace for Service {
             $(
                 async fn $method(&self, request: $request $(, $data: Bytes)?) -> Result<$response> {
-                    let lose_answer = self.admit(stringify!($method), &request.identity)?;
-                    let answer = self.inner.$method(request $(, $data)?).await?;
-                    if lose_answer {
-                        return outage();
+                    let fault = self.admit(stringify!($method), &request.identity)?;
+                    if fault == Fault::Stall {
+                        return self.answer(fault, ()).await.and_then(|_| outage());
                     }
-                    Ok(answer)
+                    let inner = Arc::clone(&self.inner);
+                    let answer = self
+                        .apply(async move { inner.$method(request $(, $data)?).await })
+                        .await?;
+                    self.answer(fault, answer).await
                 }
             )*
 
@@ -109,16 +211,19 @@ macro_rules! forward {
                 &self,
                 request: DescribeTableRequest,
             ) -> Result<DescribeTableResponse> {
-                let lose_answer = self.admit("describe_table", &request.identity)?;
-                let mut answer = self.inner.describe_table(request).await?;
-                if lose_answer {
-                    return outage();
+                let fault = self.admit("describe_table", &request.identity)?;
+                if fault == Fault::Stall {
+                    return self.answer(fault, ()).await.and_then(|_| outage());
                 }
+                let inner = Arc::clone(&self.inner);
+                let mut answer = self
+                    .apply(async move { inner.describe_table(request).await })
+                    .await?;
                 // The service never tells where the data is.
                 answer.location = None;
                 answer.table_uri = None;
                 answer.storage_options = None;
-                Ok(answer)
+                self.answer(fault, answer).await
             }
 
             fn namespace_id(&self) -> String {
@@ -141,6 +246,7 @@ forward! {
     list_table_versions(ListTableVersionsRequest) -> ListTableVersionsResponse;
     list_table_tags(ListTableTagsRequest) -> ListTableTagsResponse;
     get_table_tag_version(GetTableTagVersionRequest) -> GetTableTagVersionResponse;
+    list_table_indices(ListTableIndicesRequest) -> ListTableIndicesResponse;
 }
 
 /// The fake service and the directory its tables live in.
@@ -148,6 +254,11 @@ pub(crate) struct FakeCloud {
     dir: tempfile::TempDir,
     handle: RestAdapterHandle,
     script: Arc<Mutex<Script>>,
+    stop: Arc<tokio::sync::Notify>,
+    /// The port of the front that speaks LanceDB's dialect.
+    front: u16,
+    /// Stops the front.
+    front_stop: Arc<tokio::sync::Notify>,
 }
 
 impl FakeCloud {
@@ -159,9 +270,11 @@ impl FakeCloud {
             .await
             .unwrap();
         let script = Arc::new(Mutex::new(Script::default()));
+        let stop = Arc::new(tokio::sync::Notify::new());
         let service = Service {
             inner: Arc::new(inner),
             script: Arc::clone(&script),
+            stop: Arc::clone(&stop),
         };
         let config = RestAdapterConfig {
             host: "127.0.0.1".to_string(),
@@ -171,15 +284,31 @@ impl FakeCloud {
             .start()
             .await
             .unwrap();
+        let front_stop = Arc::new(tokio::sync::Notify::new());
+        let front = dialect::start(
+            format!("http://127.0.0.1:{}", handle.port()),
+            Arc::clone(&front_stop),
+        )
+        .await;
         Self {
             dir,
             handle,
             script,
+            stop,
+            front,
+            front_stop,
         }
     }
 
-    /// The service's URL (`host_override`).
+    /// The service's URL (`host_override`): the front that speaks the
+    /// dialect of LanceDB's clients.
     pub(crate) fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.front)
+    }
+
+    /// The URL of Lance's REST server behind the front (one hop fewer, for
+    /// benchmarks; this crate's client needs no bridging).
+    pub(crate) fn direct_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.handle.port())
     }
 
@@ -226,8 +355,27 @@ impl FakeCloud {
     }
 }
 
+impl FakeCloud {
+    /// Waits until every request the fake has begun to carry out is done,
+    /// answered or not (a client that timed out does not wait for that).
+    pub(crate) async fn settle(&self) {
+        loop {
+            let tasks = std::mem::take(&mut self.script.lock().unwrap().applying);
+            if tasks.is_empty() {
+                return;
+            }
+            for task in tasks {
+                task.await.unwrap();
+            }
+        }
+    }
+}
+
 impl Drop for FakeCloud {
     fn drop(&mut self) {
+        // Stalled requests answer now, so the server can stop.
+        self.stop.notify_waiters();
+        self.front_stop.notify_one();
         self.handle.shutdown();
     }
 }

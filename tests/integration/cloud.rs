@@ -23,24 +23,45 @@ use crate::support::{context, ok, private_cache, sorted_rows, sql, try_rows};
 /// 128 rows per request, 3 partitions).
 pub(crate) async fn setup() -> (FakeCloud, SessionContext) {
     let fake = FakeCloud::start().await;
-    let path = fake.table_path("numbers");
-    fixtures::numbers(&path).await;
+    fixtures::numbers(&fake.table_path("numbers")).await;
+    let ctx = opened(
+        &fake,
+        "numbers",
+        ("local", "cloud"),
+        "'read_rows_per_request' '128'",
+    )
+    .await;
+    (fake, ctx)
+}
+
+/// A context (3 partitions) with the fake's table `table` as `local`
+/// (opened from storage) and as `cloud` (through the fake, with `extra`
+/// options).
+pub(crate) async fn opened(
+    fake: &FakeCloud,
+    table: &str,
+    (local, cloud): (&str, &str),
+    extra: &str,
+) -> SessionContext {
     let ctx = context(3, &private_cache());
     ok(
         &ctx,
-        &format!("CREATE EXTERNAL TABLE local STORED AS LANCE LOCATION '{path}'"),
+        &format!(
+            "CREATE EXTERNAL TABLE {local} STORED AS LANCE LOCATION '{}'",
+            fake.table_path(table)
+        ),
     )
     .await;
     ok(
         &ctx,
         &format!(
-            "CREATE EXTERNAL TABLE cloud STORED AS LANCE LOCATION 'db://mydb/numbers' \
+            "CREATE EXTERNAL TABLE {cloud} STORED AS LANCE LOCATION 'db://mydb/{table}' \
              OPTIONS ({})",
-            fake.options("'read_rows_per_request' '128'")
+            fake.options(extra)
         ),
     )
     .await;
-    (fake, ctx)
+    ctx
 }
 
 pub(crate) async fn physical(ctx: &SessionContext, query: &str) -> Arc<dyn ExecutionPlan> {
@@ -57,7 +78,7 @@ pub(crate) fn text(plan: &Arc<dyn ExecutionPlan>) -> String {
 }
 
 /// Queries whose answers must not depend on where the table is read from.
-const CORPUS: &[&str] = &[
+pub(crate) const CORPUS: &[&str] = &[
     "SELECT * FROM {t}",
     "SELECT id, s FROM {t} WHERE id > 900",
     "SELECT id FROM {t} WHERE id BETWEEN 10 AND 40",

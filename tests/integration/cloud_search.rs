@@ -15,30 +15,16 @@ use datafusion_proto::bytes::{
     physical_plan_to_bytes_with_extension_codec,
 };
 
-use crate::cloud::{physical, text};
+use crate::cloud::{opened, physical, text};
 use crate::fake_cloud::FakeCloud;
 use crate::fixtures;
-use crate::support::{context, ok, private_cache, sql, try_rows};
+use crate::support::{context, private_cache, sql, try_rows};
 
 /// The fake with table `docs` (the fixture), a context with it as `here` (opened locally) and as `cloud`.
 async fn setup() -> (FakeCloud, SessionContext) {
     let fake = FakeCloud::start().await;
-    let path = fake.table_path("docs");
-    fixtures::docs(&path).await;
-    let ctx = context(2, &private_cache());
-    ok(
-        &ctx,
-        &format!("CREATE EXTERNAL TABLE here STORED AS LANCE LOCATION '{path}'"),
-    )
-    .await;
-    ok(
-        &ctx,
-        &format!(
-            "CREATE EXTERNAL TABLE cloud STORED AS LANCE LOCATION 'db://mydb/docs' OPTIONS ({})",
-            fake.options("")
-        ),
-    )
-    .await;
+    fixtures::docs(&fake.table_path("docs")).await;
+    let ctx = opened(&fake, "docs", ("here", "cloud"), "").await;
     (fake, ctx)
 }
 
@@ -91,9 +77,10 @@ async fn searches_answer_as_over_the_table_opened_locally() {
 async fn a_search_is_one_request_and_says_what_travels() {
     let (fake, ctx) = setup().await;
     for (statement, requests) in [
+        // A prefilter first asks for the version's indices.
         (
             "SELECT id FROM lance_vector_search('cloud', 'emb', [0.5, 0.5], 3, 'filter=id > 4')",
-            vec!["describe_table", "query_table"],
+            vec!["describe_table", "list_table_indices", "query_table"],
         ),
         (
             "SELECT id FROM lance_fts('cloud', 'red')",

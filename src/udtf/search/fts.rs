@@ -26,8 +26,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use lance::Dataset;
 
 use super::{
-    check_prefilter, cloud_prefilter, lookup, parse_filter, plan_cloud_search, plan_search, string,
-    with_extra,
+    CloudPrefilter, check_prefilter, cloud_prefilter, lookup, parse_filter, plan_cloud_search,
+    plan_search, string, with_extra,
 };
 use crate::config::parse_bool;
 use crate::error::{Error, fail};
@@ -178,7 +178,7 @@ impl FullTextSearch {
     /// the service checks): a phrase in one column at most, a number of
     /// edits (the service's query has no automatic fuzziness), a filter as
     /// the Lance SQL it travels as.
-    pub(crate) fn remote_prepared(&self) -> DFResult<(TextQuery, Option<String>)> {
+    pub(crate) fn remote_prepared(&self) -> DFResult<(TextQuery, Option<CloudPrefilter>)> {
         let function = self.function;
         if self.query.phrase && self.query.columns.len() > 1 {
             return fail!(invalid_input, "{function}: a phrase searches one column");

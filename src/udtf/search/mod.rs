@@ -24,7 +24,7 @@ use datafusion::physical_plan::filter::FilterExec;
 use lance::Dataset;
 
 pub(crate) use super::string;
-use crate::cloud::to_lance_sql;
+use crate::cloud::{CloudClient, to_lance_sql};
 use crate::error::{Error, fail};
 use crate::location::{Snapshot, redact_uri};
 use crate::physical_plan::cloud_search::{CloudSearchExec, CloudSearchParts};
@@ -118,15 +118,27 @@ pub(crate) fn check_prefilter(
     Ok(())
 }
 
-/// A prefilter of a search of a `db://` table, as the Lance SQL it travels
-/// as: an error unless every conjunct is one Lance evaluates with
-/// DataFusion's semantics (the rule of the table's scans).
+/// A prefilter of a search of a `db://` table that passed the scan's rule;
+/// the service's indices are checked when the search is planned (see
+/// [`plan_cloud_search`]).
+pub(crate) struct CloudPrefilter {
+    function: String,
+    expr: Expr,
+    /// The filter as the Lance SQL it travels as.
+    sql: String,
+    /// What to do instead, when the filter is refused.
+    instead: String,
+}
+
+/// A prefilter of a search of a `db://` table: an error unless every
+/// conjunct is one Lance evaluates with DataFusion's semantics (the rule of
+/// the table's scans).
 pub(crate) fn cloud_prefilter(
     function: &str,
     filter: &Expr,
     schema: &Schema,
     instead: &str,
-) -> DFResult<String> {
+) -> DFResult<CloudPrefilter> {
     for conjunct in split_conjunction(filter) {
         if !pushdown::is_exact(conjunct, schema) || to_lance_sql(conjunct).is_none() {
             return fail!(
@@ -136,12 +148,45 @@ pub(crate) fn cloud_prefilter(
             );
         }
     }
-    to_lance_sql(filter).ok_or_else(|| {
+    let sql = to_lance_sql(filter).ok_or_else(|| {
         Error::not_supported(format!(
             "{function}: filter '{filter}' has no Lance SQL form"
         ))
-        .into()
+    })?;
+    Ok(CloudPrefilter {
+        function: function.to_string(),
+        expr: filter.clone(),
+        sql,
+        instead: instead.to_string(),
     })
+}
+
+impl CloudPrefilter {
+    /// The Lance SQL to send, unless the service would answer a conjunct from
+    /// an index whose semantics differ from DataFusion's.
+    async fn checked(self, table: &CloudTableProvider, version: u64) -> DFResult<String> {
+        let client = CloudClient::connect(table.cloud_table())?;
+        let indexes = table.indexes(&client, version).await?;
+        let schema = table.schema();
+        for conjunct in split_conjunction(&self.expr) {
+            if !indexes.allows(conjunct, &schema) {
+                let named: Vec<String> = conjunct
+                    .column_refs()
+                    .iter()
+                    .flat_map(|c| indexes.names_on(&c.name).to_vec())
+                    .collect();
+                return fail!(
+                    not_supported,
+                    "{}: the service would answer the prefilter '{conjunct}' from the table's \
+                     indices [{}], whose semantics differ from DataFusion's for it; {}",
+                    self.function,
+                    named.join(", "),
+                    self.instead
+                );
+            }
+        }
+        Ok(self.sql)
+    }
 }
 
 /// Which table columns a search node reads for a result projected as
@@ -235,11 +280,15 @@ pub(crate) async fn plan_cloud_search(
     state: &dyn Session,
     (name, table): (&str, &CloudTableProvider),
     projection: Option<&Vec<usize>>,
-    (query, filter): (SearchQuery, Option<String>),
+    (query, filter): (SearchQuery, Option<CloudPrefilter>),
     extras: Vec<Field>,
     postfilter: Option<Expr>,
 ) -> DFResult<Arc<dyn ExecutionPlan>> {
     let version = table.latest_version().await?;
+    let filter = match filter {
+        Some(filter) => Some(filter.checked(table, version).await?),
+        None => None,
+    };
     let layout = Layout::new(&table.schema(), projection, extras, postfilter.as_ref())?;
     let node = Arc::new(CloudSearchExec::new(CloudSearchParts {
         name: name.to_string(),

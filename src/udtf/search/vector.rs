@@ -41,8 +41,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use lance::Dataset;
 
 use super::{
-    check_prefilter, cloud_prefilter, lookup, parse_filter, plan_cloud_search, plan_search, string,
-    with_extra,
+    CloudPrefilter, check_prefilter, cloud_prefilter, lookup, parse_filter, plan_cloud_search,
+    plan_search, string, with_extra,
 };
 use crate::config::parse_bool;
 use crate::error::{Error, fail};
@@ -345,7 +345,7 @@ impl VectorSearch {
     pub(crate) async fn remote_prepared(
         &self,
         state: &dyn Session,
-    ) -> DFResult<(VectorQuery, Option<String>, Option<Expr>)> {
+    ) -> DFResult<(VectorQuery, Option<CloudPrefilter>, Option<Expr>)> {
         let mut query = self.with_vector(state).await?;
         match query.filter.take() {
             Some(filter) if query.prefilter => {
