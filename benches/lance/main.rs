@@ -56,16 +56,24 @@
 //! and DELETE vs Lance's builders; also drawn as `docs/fragments.svg`
 //! (`cargo bench --bench lance -- --only fragments [--fragments 100,1000]`).
 //!
+//! **cloud** — a `db://` table behind the fake LanceDB Cloud service on
+//! 127.0.0.1 vs the same table read locally: a full scan and Q6-like over
+//! 1,000,000 rows, the requests per statement, and an `INSERT` of them in
+//! bounded requests (`cargo bench --bench lance -- --only cloud`).
+//!
 //! Every cell is the median of `--iters` (default 5) runs with min–max, the
 //! sides of a comparison interleaved (A B A B ...) after one warm-up run
 //! each. Ratios are "time ÷ baseline time": below 1 is faster than the
 //! baseline. Generated data is kept under `target/bench-data` between runs.
 
 mod catalog;
+mod cloud;
 mod cluster;
 mod common;
 mod contention;
 mod dml;
+#[path = "../../tests/common/fake_cloud.rs"]
+mod fake_cloud;
 mod fragments;
 mod hybrid;
 
@@ -128,6 +136,9 @@ fn main() {
         }
         if run("fragments") {
             fragments::fragments_table(&args).await;
+        }
+        if run("cloud") {
+            cloud::cloud_table(&args).await;
         }
     });
     println!(
