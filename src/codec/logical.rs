@@ -55,7 +55,7 @@ const LANCE_FORMAT_MAGIC: &[u8] = b"datafusion-lance:format:";
 /// engine's own, such as Ballista's).
 #[derive(Debug, Clone)]
 pub struct LanceLogicalCodec {
-    storage: StoragePolicy,
+    pub(super) storage: StoragePolicy,
     fallback: Arc<dyn LogicalExtensionCodec>,
 }
 
@@ -247,11 +247,11 @@ impl LanceLogicalCodec {
         }))
     }
 
-    fn encode_plan(&self, plan: &LogicalPlan) -> DFResult<LogicalPlanNode> {
+    pub(super) fn encode_plan(&self, plan: &LogicalPlan) -> DFResult<LogicalPlanNode> {
         LogicalPlanNode::try_from_logical_plan(plan, self)
     }
 
-    fn decode_plan(
+    pub(super) fn decode_plan(
         &self,
         plan: Option<LogicalPlanNode>,
         ctx: &TaskContext,
@@ -267,6 +267,9 @@ impl LanceLogicalCodec {
             return Ok(Some(Table::Cloud(
                 self.storage.encode_cloud_provider(table)?,
             )));
+        }
+        if let Some(statement) = self.encode_cloud_statement(provider)? {
+            return Ok(Some(statement));
         }
         if let Some(dml) = statement_of::<LanceDml>(provider) {
             return Ok(Some(Table::Dml(proto::DmlTable {
@@ -397,6 +400,8 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
         Ok(match required(message.table, "table")? {
             Table::Lance(table) => self.decode_table(Some(table), ctx)?,
             Table::Cloud(table) => self.storage.decode_cloud_provider(table)?,
+            Table::CloudDml(dml) => self.decode_cloud_dml(dml, ctx)?,
+            Table::CloudMerge(merge) => self.decode_cloud_merge(merge, ctx)?,
             Table::Dml(dml) => {
                 let op = match dml.op.as_str() {
                     "delete" => DmlOp::Delete,

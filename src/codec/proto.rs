@@ -606,7 +606,7 @@ pub(crate) struct Provider {
     pub format: u32,
     #[prost(
         oneof = "provider::Table",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20"
     )]
     pub table: Option<provider::Table>,
 }
@@ -648,5 +648,9 @@ pub(crate) mod provider {
         HybridSearch(super::HybridSearchTable),
         #[prost(message, tag = "18")]
         Cloud(crate::codec::cloud::CloudProviderMessage),
+        #[prost(message, tag = "19")]
+        CloudDml(crate::codec::cloud_statements::CloudDmlTable),
+        #[prost(message, tag = "20")]
+        CloudMerge(crate::codec::cloud_statements::CloudMergeTable),
     }
 }

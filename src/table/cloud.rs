@@ -15,12 +15,16 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::filter::FilterExecBuilder;
+use lance_core::datatypes::{LANCE_UNENFORCED_PRIMARY_KEY, LANCE_UNENFORCED_PRIMARY_KEY_POSITION};
 
 use super::index_rules::ColumnIndexes;
+use super::merge::{MergeOptions, MergeOutput, conform_source};
 use super::pushdown;
-use crate::cloud::{CloudClient, CloudOptions, CloudTable, to_lance_sql};
+use crate::cloud::{CloudClient, CloudOptions, CloudTable, MergeRequest, to_lance_sql};
 use crate::config::VersionSpec;
 use crate::error::{Error, Result};
+use crate::physical_plan::cloud_change::{CloudChange, CloudChangeExec, CloudChangeParts};
+use crate::physical_plan::cloud_merge::{CloudMergeExec, CloudMergeParts};
 use crate::physical_plan::cloud_scan::{CloudScanExec, CloudScanParts, RowRange};
 use crate::physical_plan::cloud_write::{CloudWriteExec, CloudWriteParts};
 
@@ -176,7 +180,8 @@ impl CloudTableProvider {
     fn refuse(&self, what: &str) -> datafusion::error::DataFusionError {
         Error::not_supported(format!(
             "table '{}' ({}): {what} is not supported for LanceDB Cloud tables (INSERT, INSERT \
-             OVERWRITE, and DELETE / UPDATE planned by register_lance's rules, are)",
+             OVERWRITE, INSERT OR REPLACE, TRUNCATE, and DELETE / UPDATE planned by \
+             register_lance's rules, are)",
             self.name,
             self.display_uri()
         ))
@@ -208,6 +213,64 @@ impl CloudTableProvider {
     /// registered with).
     pub(crate) async fn latest_version(&self) -> Result<u64> {
         self.pin(&CloudClient::connect(&self.table)?).await
+    }
+
+    /// The table's primary key (Lance's unenforced primary key, which the
+    /// schema's field metadata records), in key order.
+    pub(crate) fn primary_key(&self) -> Vec<String> {
+        let mut keyed: Vec<(u32, String)> = self
+            .schema
+            .fields()
+            .iter()
+            .filter(|f| {
+                f.metadata()
+                    .get(LANCE_UNENFORCED_PRIMARY_KEY)
+                    .is_some_and(|v| v == "true")
+            })
+            .map(|f| {
+                let position = f
+                    .metadata()
+                    .get(LANCE_UNENFORCED_PRIMARY_KEY_POSITION)
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(u32::MAX);
+                (position, f.name().clone())
+            })
+            .collect();
+        keyed.sort();
+        keyed.into_iter().map(|(_, name)| name).collect()
+    }
+
+    /// `INSERT OR REPLACE`: a `merge_insert` on the primary key that
+    /// replaces matched rows and inserts the others (an upsert: retried on
+    /// any failure), answering the rows it wrote.
+    fn plan_replace(&self, input: Arc<dyn ExecutionPlan>) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let keys = self.primary_key();
+        if keys.is_empty() {
+            return Err(Error::not_supported(format!(
+                "INSERT OR REPLACE into '{}' ({}) needs a primary key; the table has none (use \
+                 lance_merge(...) with explicit key columns)",
+                self.name,
+                self.display_uri()
+            ))
+            .into());
+        }
+        let options = MergeOptions::default();
+        let source = conform_source(&self.name, &self.schema, input, &keys, &options)?;
+        Ok(Arc::new(CloudMergeExec::new(
+            Arc::clone(&source),
+            CloudMergeParts {
+                name: self.name.clone(),
+                table: self.table.clone(),
+                schema: source.schema(),
+                merge: MergeRequest {
+                    keys,
+                    update_all: true,
+                    insert_all: true,
+                    ..Default::default()
+                },
+                output: MergeOutput::Count,
+            },
+        )))
     }
 
     /// The indices of the latest version (or the one the table is fixed at).
@@ -385,7 +448,7 @@ impl TableProvider for CloudTableProvider {
         let overwrite = match insert_op {
             InsertOp::Append => false,
             InsertOp::Overwrite => true,
-            InsertOp::Replace => return Err(self.refuse("INSERT OR REPLACE")),
+            InsertOp::Replace => return self.plan_replace(input),
         };
         Ok(Arc::new(CloudWriteExec::new(
             input,
@@ -416,8 +479,15 @@ impl TableProvider for CloudTableProvider {
         Err(self.refuse("UPDATE"))
     }
 
+    /// `TRUNCATE`: one `delete` of every row (one version; the schema is
+    /// kept), answering the rows it removed.
     async fn truncate(&self, _state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
-        Err(self.refuse("TRUNCATE"))
+        self.check_writable()?;
+        Ok(Arc::new(CloudChangeExec::new(CloudChangeParts {
+            name: self.name.clone(),
+            table: self.table.clone(),
+            change: CloudChange::Delete { predicate: None },
+        })))
     }
 }
 

@@ -62,6 +62,38 @@ impl CloudDml {
         }
     }
 
+    /// The statement as plain parts (for codecs).
+    pub(crate) fn from_parts(
+        op: DmlOp,
+        target: Arc<CloudTableProvider>,
+        input: LogicalPlan,
+        optimized: bool,
+    ) -> Self {
+        Self {
+            op,
+            target,
+            input,
+            optimized,
+        }
+    }
+
+    pub(crate) fn op(&self) -> DmlOp {
+        self.op
+    }
+
+    pub(crate) fn target(&self) -> &CloudTableProvider {
+        &self.target
+    }
+
+    pub(crate) fn input(&self) -> &LogicalPlan {
+        &self.input
+    }
+
+    /// Whether the input is optimized already (the statement was pinned).
+    pub(crate) fn optimized(&self) -> bool {
+        self.optimized
+    }
+
     fn name(&self) -> &str {
         self.target.name()
     }

@@ -69,6 +69,26 @@ impl CloudMerge {
         }
     }
 
+    pub(crate) fn target(&self) -> &CloudTableProvider {
+        &self.target
+    }
+
+    pub(crate) fn source(&self) -> &LogicalPlan {
+        &self.source
+    }
+
+    pub(crate) fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    pub(crate) fn options(&self) -> &MergeOptions {
+        &self.options
+    }
+
+    pub(crate) fn output(&self) -> MergeOutput {
+        self.output
+    }
+
     fn refuse(&self, what: impl fmt::Display) -> Error {
         Error::not_supported(format!(
             "merge into {} ({}): {what}; the service's merge_insert expresses updating matched \

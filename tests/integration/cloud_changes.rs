@@ -362,3 +362,172 @@ async fn a_table_created_as_a_query_goes_in_bounded_requests() {
         vec!["40"]
     );
 }
+
+/// `numbers` rows 0..50 with `id` as Lance's unenforced primary key.
+async fn keyed(uri: &str) {
+    use std::collections::HashMap;
+
+    use datafusion::arrow::datatypes::Schema;
+    use datafusion::arrow::record_batch::RecordBatch;
+    use lance::dataset::WriteMode;
+
+    let batch = fixtures::numbers_batch(0, 50);
+    let mut fields: Vec<_> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields[0] = fields[0].clone().with_metadata(HashMap::from([
+        (
+            "lance-schema:unenforced-primary-key".to_string(),
+            "true".to_string(),
+        ),
+        (
+            "lance-schema:unenforced-primary-key:position".to_string(),
+            "1".to_string(),
+        ),
+    ]));
+    let batch =
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), batch.columns().to_vec()).unwrap();
+    fixtures::write(uri, vec![batch], fixtures::params(WriteMode::Create, 1000)).await;
+}
+
+/// `INSERT OR REPLACE` is a `merge_insert` on the table's primary key (an
+/// upsert: one request, one version) and leaves what it leaves locally; a
+/// table without a key refuses it before any request. `TRUNCATE` is one
+/// `delete` of every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insert_or_replace_upserts_on_the_key_and_truncate_deletes_every_row() {
+    let (fake, ctx) = setup().await;
+    fake.clear_log();
+    let err = sql(
+        &ctx,
+        "INSERT OR REPLACE INTO cloud VALUES (1, 1.0, 'x', true, NULL)",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("INSERT OR REPLACE into 'cloud' (db://mydb/numbers) needs a primary key"),
+        "{err}"
+    );
+    assert!(!fake.log().contains(&"merge_insert_into_table"));
+
+    keyed(&fake.table_path("keyed")).await;
+    let copy = fake.table_path("keyed_copy");
+    keyed(&copy).await;
+    let db = crate::cloud::opened(&fake, "keyed", ("keyed_local", "keyed_db"), "").await;
+    ok(
+        &db,
+        &format!("CREATE EXTERNAL TABLE copy STORED AS LANCE LOCATION '{copy}'"),
+    )
+    .await;
+    let replace = |t: &str| {
+        format!(
+            "INSERT OR REPLACE INTO {t} SELECT id * 2, v, 'replaced', b, d FROM copy \
+             WHERE id < 40"
+        )
+    };
+    fake.clear_log();
+    let there = try_rows(&db, &replace("keyed_db")).await.unwrap();
+    assert_eq!(
+        fake.log()
+            .iter()
+            .filter(|k| **k == "merge_insert_into_table")
+            .count(),
+        1
+    );
+    let plan = text(&physical(&db, &replace("keyed_db")).await);
+    assert!(
+        plan.contains("CloudMergeExec: table=db://mydb/keyed, on=[id], update_all=true"),
+        "{plan}"
+    );
+    let here = try_rows(&db, &replace("copy")).await.unwrap();
+    assert_eq!(there, here);
+    assert_eq!(
+        try_rows(&db, "SELECT * FROM keyed_db").await.unwrap(),
+        try_rows(&db, "SELECT * FROM copy").await.unwrap()
+    );
+
+    let rows = count_of(&ctx, "SELECT count(*) FROM local").await;
+    let before: i64 = stored_version(&ctx).await.parse().unwrap();
+    fake.clear_log();
+    assert_eq!(count_of(&ctx, "TRUNCATE TABLE cloud").await, rows);
+    assert_eq!(
+        fake.log()
+            .iter()
+            .filter(|k| **k == "delete_from_table")
+            .count(),
+        1
+    );
+    assert_eq!(count_of(&ctx, "SELECT count(*) FROM cloud").await, "0");
+    assert_eq!(stored_version(&ctx).await, (before + 1).to_string());
+}
+
+/// DELETE, UPDATE and merges on a `db://` table travel in logical plans
+/// (the statement, its target and its input) and run where they arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_statements_round_trip_through_the_logical_codec() {
+    use datafusion_lance::{LanceLogicalCodec, LanceSessionContextExt};
+    use datafusion_proto::bytes::{
+        logical_plan_from_bytes_with_extension_codec, logical_plan_to_bytes_with_extension_codec,
+    };
+
+    let (_fake, ctx) = setup().await;
+    let worker = crate::support::context(1, &crate::support::private_cache());
+    let codec = LanceLogicalCodec::new().with_storage_options_in_plan(true);
+    // (statement, the count it answers first, a query it leaves answering 0)
+    for (statement, expected, after) in [
+        (
+            "DELETE FROM cloud WHERE id < 20",
+            "SELECT count(*) FROM local WHERE id < 20",
+            "SELECT count(*) FROM local WHERE id < 20",
+        ),
+        (
+            "UPDATE cloud SET s = 'moved' WHERE id >= 990",
+            "SELECT count(*) FROM local WHERE id >= 990",
+            "SELECT count(*) FROM local WHERE id >= 990 AND s <> 'moved'",
+        ),
+        (
+            "MERGE INTO cloud AS t USING \
+             (SELECT id + 5000 AS id, v, s, b, d FROM local WHERE id < 100) AS s \
+             ON t.id = s.id WHEN NOT MATCHED THEN INSERT *",
+            "SELECT count(*) FROM local WHERE id < 100",
+            "SELECT count(*) FROM local l WHERE id < 100 \
+             AND NOT EXISTS (SELECT 1 FROM local m WHERE m.id = l.id + 5000)",
+        ),
+    ] {
+        let want = count_of(&ctx, expected).await;
+        let plan = ctx
+            .lance_sql(statement)
+            .await
+            .unwrap()
+            .into_optimized_plan()
+            .unwrap();
+        let bytes = logical_plan_to_bytes_with_extension_codec(&plan, &codec).unwrap();
+        let bare =
+            logical_plan_to_bytes_with_extension_codec(&plan, &LanceLogicalCodec::new()).unwrap();
+        assert!(!String::from_utf8_lossy(&bare).contains("sk-fake"));
+        let decoded =
+            logical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec)
+                .unwrap();
+        let out = worker
+            .execute_logical_plan(decoded)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        // The count (DELETE, UPDATE) or the rows inserted (MERGE: inserted,
+        // updated, deleted, version).
+        let rows = sorted_rows(&out);
+        assert_eq!(rows.len(), 1, "{statement}");
+        assert_eq!(
+            rows[0].split('|').next(),
+            Some(want.as_str()),
+            "{statement}"
+        );
+        assert_eq!(count_of(&ctx, after).await, "0", "{statement}");
+    }
+}
