@@ -4,9 +4,10 @@
 //! and the Q6-like query over `--rows` (at most 1,000,000) rows, the
 //! requests each statement sends, and an `INSERT` of those rows in
 //! 10,000-row requests and in the largest the fake takes (25,000 rows: it
-//! keeps axum's 2 MiB body limit) vs into a local table. The hop is
-//! loopback HTTP with Arrow IPC bodies, so the ratios are the cost of the
-//! REST data plane itself, not of a network.
+//! keeps axum's 2 MiB body limit) vs into a local table. Requests cross two
+//! loopback HTTP hops (the fake's dialect front, then Lance's REST server)
+//! with Arrow IPC bodies, so the ratios are the cost of the REST data plane
+//! (and of the fake), not of a network.
 
 use std::collections::BTreeMap;
 
@@ -41,7 +42,7 @@ async fn context(fake: &FakeCloud, path: &str, read_rows: Option<usize>) -> Sess
             "CREATE EXTERNAL TABLE lineitem STORED AS LANCE LOCATION 'db://bench/lineitem' \
              OPTIONS ('api_key' '{API_KEY}', 'host_override' '{}', \
              'read_rows_per_request' '{rows}')",
-            fake.direct_url()
+            fake.url()
         ),
     };
     run_sql(&ctx, &statement).await;
@@ -129,7 +130,7 @@ pub(crate) async fn cloud_table(args: &Args) {
                 "CREATE EXTERNAL TABLE sink_{per_request} STORED AS LANCE LOCATION \
                  'db://bench/sink' OPTIONS ('api_key' '{API_KEY}', 'host_override' '{}', \
                  'write_rows_per_request' '{per_request}')",
-                fake.direct_url()
+                fake.url()
             ),
         )
         .await;

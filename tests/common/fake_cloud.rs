@@ -306,11 +306,6 @@ impl FakeCloud {
         format!("http://127.0.0.1:{}", self.front)
     }
 
-    /// The URL of Lance's REST server behind the front (one hop fewer, for
-    /// benchmarks; this crate's client needs no bridging).
-    pub(crate) fn direct_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.handle.port())
-    }
 
     /// Where table `name` is stored (for tests to create it, and to read it
     /// locally for comparison).
