@@ -18,6 +18,8 @@ use lance_namespace::apis::{self, table_api};
 use lance_namespace::models;
 
 use super::address::CloudAddress;
+pub(crate) use super::dialect::ListedIndex;
+use super::dialect::{index_page, lancedb_query};
 use super::ipc;
 use super::options::CloudTable;
 pub(crate) use super::retry::RetryClass;
@@ -51,17 +53,6 @@ pub(crate) struct Merged {
     pub updated: u64,
     pub deleted: u64,
     pub version: Option<u64>,
-}
-
-/// One index of a table version, as the service lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ListedIndex {
-    pub name: String,
-    /// The service's type name (`BTREE`, `BITMAP`, `IVF_PQ`, ...).
-    pub index_type: Option<String>,
-    /// Lance's type URL of the index details, when the service gives it.
-    pub type_url: Option<String>,
-    pub columns: Vec<String>,
 }
 
 /// A client for one table of a LanceDB Cloud or Enterprise database.
@@ -200,39 +191,46 @@ impl CloudClient {
     ) -> Result<Vec<RecordBatch>> {
         let body = lancedb_query(&request)
             .map_err(|e| self.unreadable("query", &format!("cannot encode the query: {e}")))?;
+        let body = self.post("query", "query", body).await?;
+        ipc::decode(&body).map_err(|e| self.unreadable("query", &e))
+    }
+
+    /// POSTs the JSON `body` to the table's path `what`/ (a read: retried
+    /// as one) and returns the answer's bytes. For the requests whose
+    /// bodies or answers LanceDB's service spells otherwise than the
+    /// namespace model.
+    async fn post(&self, request: &str, what: &str, body: Vec<u8>) -> Result<bytes::Bytes> {
         let url = format!(
-            "{}/v1/table/{}/query/",
+            "{}/v1/table/{}/{what}/",
             self.config.base_path,
             apis::urlencode(&self.id)
         );
-        let body = self
-            .send("query", RetryClass::Read, || async {
-                let mut sent = self
-                    .config
-                    .client
-                    .post(&url)
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .body(body.clone());
-                if let Some(agent) = &self.config.user_agent {
-                    sent = sent.header(reqwest::header::USER_AGENT, agent);
-                }
-                if let Some(key) = &self.config.api_key {
-                    sent = sent.header("x-api-key", &key.key);
-                }
-                let response = sent.send().await.map_err(apis::Error::<()>::Reqwest)?;
-                let status = response.status();
-                if !status.is_success() {
-                    let content = response.text().await.unwrap_or_default();
-                    return Err(apis::Error::ResponseError(apis::ResponseContent {
-                        status,
-                        content,
-                        entity: None,
-                    }));
-                }
-                response.bytes().await.map_err(apis::Error::<()>::Reqwest)
-            })
-            .await?;
-        ipc::decode(&body).map_err(|e| self.unreadable("query", &e))
+        self.send(request, RetryClass::Read, || async {
+            let mut sent = self
+                .config
+                .client
+                .post(&url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone());
+            if let Some(agent) = &self.config.user_agent {
+                sent = sent.header(reqwest::header::USER_AGENT, agent);
+            }
+            if let Some(key) = &self.config.api_key {
+                sent = sent.header("x-api-key", &key.key);
+            }
+            let response = sent.send().await.map_err(apis::Error::<()>::Reqwest)?;
+            let status = response.status();
+            if !status.is_success() {
+                let content = response.text().await.unwrap_or_default();
+                return Err(apis::Error::ResponseError(apis::ResponseContent {
+                    status,
+                    content,
+                    entity: None,
+                }));
+            }
+            response.bytes().await.map_err(apis::Error::<()>::Reqwest)
+        })
+        .await
     }
 
     /// Appends `rows` rows (`batches`, in `schema`) in one request, or
@@ -442,30 +440,25 @@ impl CloudClient {
 
     /// The indices of `version`: name, type (as the service spells it: an
     /// `index_type` such as `BTREE`, and a type URL when it gives one) and
-    /// columns.
-    pub(crate) async fn indices(&self, version: u64) -> Result<Vec<ListedIndex>> {
+    /// columns; `None` when the answer is no index list this reads (only a
+    /// name and columns are required of each index).
+    pub(crate) async fn indices(&self, version: u64) -> Result<Option<Vec<ListedIndex>>> {
         let mut indices = Vec::new();
         let mut token: Option<String> = None;
         for _ in 0..MAX_PAGES {
-            let request = models::ListTableIndicesRequest {
-                version: Some(version as i64),
-                page_token: token.clone(),
-                ..Default::default()
+            let mut request = serde_json::json!({ "version": version });
+            if let Some(token) = &token {
+                request["page_token"] = serde_json::Value::String(token.clone());
+            }
+            let body = serde_json::to_vec(&request).unwrap_or_default();
+            let answer = self.post("list_indices", "index/list", body).await?;
+            let Some(page) = index_page(&answer) else {
+                return Ok(None);
             };
-            let answer = self
-                .send("list_indices", RetryClass::Read, || {
-                    table_api::list_table_indices(&self.config, &self.id, request.clone(), None)
-                })
-                .await?;
-            indices.extend(answer.indexes.into_iter().map(|index| ListedIndex {
-                name: index.index_name,
-                index_type: index.index_type,
-                type_url: index.type_url,
-                columns: index.columns,
-            }));
-            match answer.page_token.filter(|t| !t.is_empty()) {
+            indices.extend(page.0);
+            match page.1 {
                 Some(next) => token = Some(next),
-                None => return Ok(indices),
+                None => return Ok(Some(indices)),
             }
         }
         Err(self.unreadable("list_indices", &format!("more than {MAX_PAGES} pages")))
@@ -558,36 +551,6 @@ impl CloudClient {
             status: None,
         }
     }
-}
-
-/// `request` as LanceDB's own clients send it, which LanceDB Cloud reads:
-/// the namespace model's `vector` (`{"single_vector": …}`) as the bare
-/// list, and its `columns` (`{"column_names": …}`) as the bare list of
-/// names (or map of aliases).
-fn lancedb_query(request: &models::QueryTableRequest) -> serde_json::Result<Vec<u8>> {
-    let mut value = serde_json::to_value(request)?;
-    if let Some(object) = value.as_object_mut() {
-        if let Some(vector) = object.remove("vector") {
-            let bare = match vector {
-                serde_json::Value::Object(mut v) => v
-                    .remove("single_vector")
-                    .or_else(|| v.remove("multi_vector"))
-                    .unwrap_or_else(|| serde_json::Value::Array(vec![])),
-                other => other,
-            };
-            object.insert("vector".to_string(), bare);
-        }
-        let columns = match object.remove("columns") {
-            Some(serde_json::Value::Object(mut columns)) => columns
-                .remove("column_names")
-                .or_else(|| columns.remove("column_aliases")),
-            other => other,
-        };
-        if let Some(columns) = columns {
-            object.insert("columns".to_string(), columns);
-        }
-    }
-    serde_json::to_vec(&value)
 }
 
 /// One HTTP client (a connection pool) per service, database and timeout,

@@ -6,6 +6,8 @@
 //! * [`options`]: `OPTIONS (...)` keys, the `LANCEDB_*` variables, and
 //!   [`CloudTable`], the plain data nodes carry;
 //! * [`client`]: the requests and their errors;
+//! * [`dialect`]: where LanceDB's service spells requests and answers
+//!   otherwise than Lance's namespace model;
 //! * [`retry`]: which failures are retried, by request class;
 //! * [`schema`]: table schemas in either JSON form the services write;
 //! * [`sql`]: which filters travel, as Lance SQL text;
@@ -13,6 +15,7 @@
 
 pub(crate) mod address;
 pub(crate) mod client;
+pub(crate) mod dialect;
 pub(crate) mod ipc;
 pub(crate) mod options;
 pub(crate) mod retry;

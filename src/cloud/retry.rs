@@ -47,7 +47,7 @@ impl Failure {
                 status: e.status().map(|s| s.as_u16()),
                 not_sent: e.is_connect(),
                 lost: e.is_timeout() || e.is_request() || e.is_body() || e.is_decode(),
-                message: if e.is_timeout() {
+                message: if e.is_timeout() && !e.is_connect() {
                     "no answer within the request timeout (request_timeout_ms)".to_string()
                 } else {
                     with_causes(&e.without_url())

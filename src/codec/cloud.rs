@@ -180,7 +180,6 @@ impl StoragePolicy {
     fn decode_cloud_table(&self, table: Option<CloudTableMessage>) -> DFResult<CloudTable> {
         let table = required(table, "LanceDB table")?;
         if table.timeout_ms == 0
-            || table.backoff_ms == 0
             || table.read_rows == 0
             || table.read_rows > i32::MAX as u32
             || table.write_rows == 0
@@ -194,7 +193,11 @@ impl StoragePolicy {
             requests: RequestPolicy {
                 timeout_ms: table.timeout_ms,
                 max_retries: table.max_retries,
-                backoff_ms: table.backoff_ms,
+                // Plans of versions before the setting carry none: its default.
+                backoff_ms: match table.backoff_ms {
+                    0 => RequestPolicy::default().backoff_ms,
+                    ms => ms,
+                },
                 read_rows: table.read_rows,
                 write_rows: table.write_rows,
                 write_bytes: table.write_bytes,

@@ -13,9 +13,11 @@ use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column as PhysicalColumn;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::filter::FilterExecBuilder;
-use lance_core::datatypes::{LANCE_UNENFORCED_PRIMARY_KEY, LANCE_UNENFORCED_PRIMARY_KEY_POSITION};
+use datafusion::physical_plan::projection::ProjectionExec;
 
 use super::index_rules::ColumnIndexes;
 use super::merge::{MergeOptions, MergeOutput, conform_source};
@@ -218,26 +220,15 @@ impl CloudTableProvider {
     /// The table's primary key (Lance's unenforced primary key, which the
     /// schema's field metadata records), in key order.
     pub(crate) fn primary_key(&self) -> Vec<String> {
-        let mut keyed: Vec<(u32, String)> = self
-            .schema
-            .fields()
-            .iter()
-            .filter(|f| {
-                f.metadata()
-                    .get(LANCE_UNENFORCED_PRIMARY_KEY)
-                    .is_some_and(|v| v == "true")
+        lance_core::datatypes::Schema::try_from(self.schema.as_ref())
+            .map(|schema| {
+                schema
+                    .unenforced_primary_key()
+                    .into_iter()
+                    .map(|f| f.name.clone())
+                    .collect()
             })
-            .map(|f| {
-                let position = f
-                    .metadata()
-                    .get(LANCE_UNENFORCED_PRIMARY_KEY_POSITION)
-                    .and_then(|p| p.parse().ok())
-                    .unwrap_or(u32::MAX);
-                (position, f.name().clone())
-            })
-            .collect();
-        keyed.sort();
-        keyed.into_iter().map(|(_, name)| name).collect()
+            .unwrap_or_default()
     }
 
     /// `INSERT OR REPLACE`: a `merge_insert` on the primary key that
@@ -289,7 +280,15 @@ impl CloudTableProvider {
         version: u64,
     ) -> Result<ColumnIndexes> {
         match client.indices(version).await {
-            Ok(listed) => Ok(ColumnIndexes::listed(&listed)),
+            Ok(Some(listed)) => Ok(ColumnIndexes::listed(&listed)),
+            Ok(None) => {
+                log::warn!(
+                    "LanceDB table '{}': the service's index list could not be read; filters \
+                     are evaluated by DataFusion",
+                    self.display_uri()
+                );
+                Ok(ColumnIndexes::unknown())
+            }
             Err(
                 e @ (Error::NotFound { .. }
                 | Error::Cloud {
@@ -392,8 +391,20 @@ impl TableProvider for CloudTableProvider {
         let filter = (!filter.is_empty()).then(|| filter.join(" AND "));
         let all: Vec<usize> = (0..self.schema.fields().len()).collect();
         let projection = projection.unwrap_or(&all);
-        // The columns read: the projection's, and those the local filters need.
-        let mut read = projection.clone();
+        // The columns read, each once: the projection's, and those the local
+        // filters need; `shown` picks the projection's out of them.
+        let mut read: Vec<usize> = Vec::new();
+        let mut shown = Vec::with_capacity(projection.len());
+        for &i in projection {
+            let at = match read.iter().position(|&r| r == i) {
+                Some(at) => at,
+                None => {
+                    read.push(i);
+                    read.len() - 1
+                }
+            };
+            shown.push(at);
+        }
         for f in &local {
             for c in f.column_refs() {
                 let i = self.schema.index_of(&c.name)?;
@@ -427,12 +438,23 @@ impl TableProvider for CloudTableProvider {
             filter,
         }));
         let Some(predicate) = conjunction(local.into_iter().cloned()) else {
-            return Ok(scan);
+            if shown.iter().copied().eq(0..read.len()) {
+                return Ok(scan);
+            }
+            // A projection naming a column twice.
+            let exprs = shown.iter().zip(projection).map(|(&at, &field)| {
+                let name = self.schema.field(field).name();
+                (
+                    Arc::new(PhysicalColumn::new(name, at)) as Arc<dyn PhysicalExpr>,
+                    name.clone(),
+                )
+            });
+            return Ok(Arc::new(ProjectionExec::try_new(exprs, scan)?));
         };
         let predicate =
             state.create_physical_expr(predicate, &DFSchema::try_from(schema.as_ref().clone())?)?;
         let filtered = FilterExecBuilder::new(predicate, scan)
-            .apply_projection(Some((0..projection.len()).collect()))?
+            .apply_projection(Some(shown))?
             .with_fetch(limit)
             .build()?;
         Ok(Arc::new(filtered))

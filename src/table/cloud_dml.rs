@@ -175,6 +175,12 @@ impl CloudDml {
         let parts = filters
             .iter()
             .map(|f| {
+                if indexes.unreadable() {
+                    return Err(self.refuse(format_args!(
+                        "the service gave no index list for the table, so it cannot be \
+                         checked that it answers the condition `{f}` as DataFusion does"
+                    )));
+                }
                 if !indexes.allows(f, &schema) {
                     let named: Vec<String> = f
                         .column_refs()

@@ -101,8 +101,9 @@ struct Script {
 struct Service {
     inner: Arc<dyn LanceNamespace>,
     script: Arc<Mutex<Script>>,
-    /// Wakes stalled requests when the fake stops.
-    stop: Arc<tokio::sync::Notify>,
+    /// Turns true when the fake stops: stalled requests (and those that
+    /// would stall from then on) answer at once.
+    stop: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Service {
@@ -164,9 +165,10 @@ impl Service {
             Fault::AppliedThenUnavailable => outage(),
             Fault::AppliedThenReset => reset(),
             Fault::Stall | Fault::AppliedThenStall => {
+                let mut stop = self.stop.clone();
                 tokio::select! {
                     _ = tokio::time::sleep(STALL) => {}
-                    _ = self.stop.notified() => {}
+                    _ = stop.wait_for(|stopped| *stopped) => {}
                 }
                 outage()
             }
@@ -254,7 +256,7 @@ pub(crate) struct FakeCloud {
     dir: tempfile::TempDir,
     handle: RestAdapterHandle,
     script: Arc<Mutex<Script>>,
-    stop: Arc<tokio::sync::Notify>,
+    stop: tokio::sync::watch::Sender<bool>,
     /// The port of the front that speaks LanceDB's dialect.
     front: u16,
     /// Stops the front.
@@ -270,11 +272,11 @@ impl FakeCloud {
             .await
             .unwrap();
         let script = Arc::new(Mutex::new(Script::default()));
-        let stop = Arc::new(tokio::sync::Notify::new());
+        let (stop, stopped) = tokio::sync::watch::channel(false);
         let service = Service {
             inner: Arc::new(inner),
             script: Arc::clone(&script),
-            stop: Arc::clone(&stop),
+            stop: stopped,
         };
         let config = RestAdapterConfig {
             host: "127.0.0.1".to_string(),
@@ -305,7 +307,6 @@ impl FakeCloud {
     pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.front)
     }
-
 
     /// Where table `name` is stored (for tests to create it, and to read it
     /// locally for comparison).
@@ -368,8 +369,12 @@ impl FakeCloud {
 
 impl Drop for FakeCloud {
     fn drop(&mut self) {
-        // Stalled requests answer now, so the server can stop.
-        self.stop.notify_waiters();
+        // Stalled requests answer now, so the server can stop; requests
+        // still being carried out end here, not in a deleted directory.
+        let _ = self.stop.send(true);
+        for task in self.script.lock().unwrap().applying.drain(..) {
+            task.abort();
+        }
         self.front_stop.notify_one();
         self.handle.shutdown();
     }

@@ -168,6 +168,16 @@ impl CloudPrefilter {
         let client = CloudClient::connect(table.cloud_table())?;
         let indexes = table.indexes(&client, version).await?;
         let schema = table.schema();
+        if indexes.unreadable() {
+            return fail!(
+                not_supported,
+                "{}: the service gave no index list for the table, so it cannot be checked \
+                 that it answers the prefilter '{}' as DataFusion does; {}",
+                self.function,
+                self.expr,
+                self.instead
+            );
+        }
         for conjunct in split_conjunction(&self.expr) {
             if !indexes.allows(conjunct, &schema) {
                 let named: Vec<String> = conjunct
