@@ -10,6 +10,7 @@ use lance_namespace::LanceNamespace;
 use lance_namespace::error::{ErrorCode, NamespaceError};
 
 use crate::cloud::address::CLOUD_SCHEME;
+use crate::cloud::options::{DATABASE_PREFIX, valid_prefix};
 use crate::cloud::{CloudAddress, CloudOptions, Service};
 use crate::config::VersionSpec;
 use crate::error::{Error, Result};
@@ -97,19 +98,38 @@ impl NamespaceSpec {
         })
     }
 
-    /// A LanceDB database: `db://DATABASE` and the options of its tables.
-    fn cloud(root: &str, options: BTreeMap<String, String>) -> Result<Self> {
+    /// A LanceDB database: `db://DATABASE[/PREFIX]` and the options of its
+    /// tables (a prefix becomes the option `database_prefix`).
+    fn cloud(root: &str, mut options: BTreeMap<String, String>) -> Result<Self> {
         let rest = root[CLOUD_SCHEME.len()..].trim_end_matches('/');
-        if rest.is_empty() {
+        let (database, prefix) = match rest.split_once('/') {
+            Some((database, prefix)) => (database, Some(prefix)),
+            None => (rest, None),
+        };
+        if database.is_empty() {
             return Err(Error::invalid_input(format!(
-                "LanceDB catalog '{root}': no database; expected db://DATABASE"
+                "LanceDB catalog '{root}': no database; expected db://DATABASE[/PREFIX]"
             )));
         }
-        if rest.contains('/') {
-            return Err(Error::not_supported(format!(
-                "LanceDB catalog '{root}': database prefixes (db://DATABASE/PREFIX) are not \
-                 supported yet; attach db://DATABASE"
-            )));
+        if let Some(prefix) = prefix {
+            if !valid_prefix(prefix) {
+                return Err(Error::invalid_input(format!(
+                    "LanceDB catalog '{root}': '{prefix}' is not a database prefix (printable \
+                     ASCII without spaces or '/'); expected db://DATABASE[/PREFIX]"
+                )));
+            }
+            let given = options
+                .iter()
+                .find(|(k, _)| k.strip_prefix("format.").unwrap_or(k) == DATABASE_PREFIX);
+            if let Some((_, other)) = given
+                && other.trim() != prefix
+            {
+                return Err(Error::invalid_input(format!(
+                    "LanceDB catalog '{root}': the option '{DATABASE_PREFIX}' ('{other}') \
+                     differs from the prefix in the location"
+                )));
+            }
+            options.insert(DATABASE_PREFIX.to_string(), prefix.to_string());
         }
         let spec = Self {
             kind: NamespaceKind::Cloud,
@@ -127,7 +147,8 @@ impl NamespaceSpec {
 
     /// The database of a LanceDB catalog.
     fn database(&self) -> &str {
-        self.root.strip_prefix(CLOUD_SCHEME).unwrap_or(&self.root)
+        let rest = self.root.strip_prefix(CLOUD_SCHEME).unwrap_or(&self.root);
+        rest.split_once('/').map_or(rest, |(database, _)| database)
     }
 
     /// How a LanceDB catalog's service is reached.
@@ -191,10 +212,13 @@ impl NamespaceSpec {
                     self.root
                 )));
             };
-            let namespace = RestNamespaceBuilder::new(service.endpoint())
+            let mut builder = RestNamespaceBuilder::new(service.endpoint())
                 .header("x-api-key", key)
-                .header("x-lancedb-database", self.database())
-                .build();
+                .header("x-lancedb-database", self.database());
+            if let Some(prefix) = service.prefix() {
+                builder = builder.header("x-lancedb-database-prefix", prefix);
+            }
+            let namespace = builder.build();
             return Ok(Arc::new(namespace));
         }
         if self.kind == NamespaceKind::Rest {
@@ -238,7 +262,8 @@ impl NamespaceSpec {
     /// `super::ddl`).
     pub(crate) fn location_of(&self, relative: &str) -> String {
         match self.kind {
-            NamespaceKind::Directory | NamespaceKind::Cloud => format!("{}/{relative}", self.root),
+            NamespaceKind::Directory => format!("{}/{relative}", self.root),
+            NamespaceKind::Cloud => format!("{CLOUD_SCHEME}{}/{relative}", self.database()),
             NamespaceKind::Rest => format!("{REST_PREFIX}{}/{relative}", self.root),
         }
     }

@@ -96,7 +96,7 @@ impl CloudClient {
         let key = table.api_key()?;
         let mut config = Configuration::new();
         config.base_path = table.endpoint.clone();
-        config.client = http_client(&table.endpoint, &address, table.requests.timeout_ms)?;
+        config.client = http_client(table, &address)?;
         config.user_agent = Some(format!("datafusion-lance/{}", env!("CARGO_PKG_VERSION")));
         config.api_key = Some(ApiKey { prefix: None, key });
         Ok(Self {
@@ -553,12 +553,20 @@ impl CloudClient {
     }
 }
 
-/// One HTTP client (a connection pool) per service, database and timeout,
-/// for the life of the process. It holds no key: each request sends it.
-fn http_client(endpoint: &str, address: &CloudAddress, timeout_ms: u64) -> Result<reqwest::Client> {
-    type Pool = Mutex<HashMap<(String, String, u64), reqwest::Client>>;
+/// One HTTP client (a connection pool) per service, database, prefix and
+/// timeout, for the life of the process. It holds no key: each request
+/// sends it.
+fn http_client(table: &CloudTable, address: &CloudAddress) -> Result<reqwest::Client> {
+    type Key = (String, String, Option<String>, u64);
+    type Pool = Mutex<HashMap<Key, reqwest::Client>>;
     static CLIENTS: OnceLock<Pool> = OnceLock::new();
-    let key = (endpoint.to_string(), address.database.clone(), timeout_ms);
+    let timeout_ms = table.requests.timeout_ms;
+    let key = (
+        table.endpoint.clone(),
+        address.database.clone(),
+        table.prefix.clone(),
+        timeout_ms,
+    );
     let mut clients = CLIENTS
         .get_or_init(Default::default)
         .lock()
@@ -574,6 +582,14 @@ fn http_client(endpoint: &str, address: &CloudAddress, timeout_ms: u64) -> Resul
         ))
     })?;
     headers.insert("x-lancedb-database", database);
+    if let Some(prefix) = &table.prefix {
+        let value = reqwest::header::HeaderValue::from_str(prefix).map_err(|_| {
+            Error::invalid_input(format!(
+                "LanceDB database prefix '{prefix}': not a valid header value"
+            ))
+        })?;
+        headers.insert("x-lancedb-database-prefix", value);
+    }
     let client = reqwest::Client::builder()
         .default_headers(headers)
         .timeout(Duration::from_millis(timeout_ms))

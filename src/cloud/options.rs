@@ -13,6 +13,9 @@ use crate::location::TableLocation;
 pub(crate) const API_KEY: &str = "api_key";
 const REGION: &str = "region";
 const HOST_OVERRIDE: &str = "host_override";
+/// The option naming the database prefix a catalog `db://DATABASE/PREFIX`
+/// gives.
+pub(crate) const DATABASE_PREFIX: &str = "database_prefix";
 const TIMEOUT: &str = "request_timeout_ms";
 const RETRIES: &str = "max_retries";
 const BACKOFF: &str = "retry_backoff_ms";
@@ -40,6 +43,11 @@ pub(crate) const CLOUD_OPTIONS: &[(&str, &str)] = &[
         HOST_OVERRIDE,
         "the service's URL, e.g. `http://127.0.0.1:8080` for LanceDB Enterprise (else \
          `LANCEDB_HOST_OVERRIDE`; default `https://DATABASE.REGION.api.lancedb.com`)",
+    ),
+    (
+        DATABASE_PREFIX,
+        "the database prefix (LanceDB Enterprise), sent as `x-lancedb-database-prefix`; a \
+         catalog `db://DATABASE/PREFIX` gives it (default none)",
     ),
     (TIMEOUT, "timeout of one request in ms (default 30000)"),
     (
@@ -106,9 +114,30 @@ pub(crate) struct CloudTable {
     pub endpoint: String,
     /// Timeouts, retries and page sizes.
     pub requests: RequestPolicy,
+    /// The database prefix, if any (sent with every request).
+    pub prefix: Option<String>,
 }
 
 impl CloudTable {
+    /// The table at `location` of the service at `endpoint`; with a prefix,
+    /// its messages and plans show it.
+    pub(crate) fn new(
+        mut location: TableLocation,
+        endpoint: String,
+        requests: RequestPolicy,
+        prefix: Option<String>,
+    ) -> Self {
+        if let Some(prefix) = &prefix {
+            location.display_uri = format!("{} (prefix {prefix})", location.display_uri);
+        }
+        Self {
+            location,
+            endpoint,
+            requests,
+            prefix,
+        }
+    }
+
     /// The table's database and id.
     pub(crate) fn address(&self) -> Result<CloudAddress> {
         Ok(CloudAddress::parse(&self.location.uri)?)
@@ -161,6 +190,7 @@ pub(crate) struct Service {
     /// The API key, if given (never shown).
     secrets: BTreeMap<String, String>,
     version: VersionSpec,
+    prefix: Option<String>,
 }
 
 impl std::fmt::Debug for Service {
@@ -171,6 +201,7 @@ impl std::fmt::Debug for Service {
             .field("requests", &self.requests)
             .field("secrets", &self.secrets.keys().collect::<Vec<_>>())
             .field("version", &self.version)
+            .field("prefix", &self.prefix)
             .finish()
     }
 }
@@ -262,21 +293,39 @@ impl Service {
         if let Some(key) = get(API_KEY, Some(API_KEY_ENV)) {
             secrets.insert(API_KEY.to_string(), key);
         }
+        let prefix = match get(DATABASE_PREFIX, None) {
+            Some(p) if !valid_prefix(&p) => {
+                return Err(Error::invalid_option(
+                    DATABASE_PREFIX,
+                    &p,
+                    "a prefix of printable ASCII characters without spaces or '/'",
+                ));
+            }
+            p => p,
+        };
         Ok(Self {
             endpoint,
             requests,
             secrets,
             version,
+            prefix,
         })
     }
 
     /// The table at `address` of this service.
     pub(crate) fn table(&self, address: &CloudAddress) -> CloudTable {
-        CloudTable {
-            location: TableLocation::new(address.uri(), self.secrets.clone()),
-            endpoint: self.endpoint.clone(),
-            requests: self.requests,
-        }
+        CloudTable::new(
+            TableLocation::new(address.uri(), self.secrets.clone()),
+            self.endpoint.clone(),
+            self.requests,
+            self.prefix.clone(),
+        )
+    }
+
+    /// The database prefix, if any.
+    #[cfg(feature = "namespaces")]
+    pub(crate) fn prefix(&self) -> Option<&str> {
+        self.prefix.as_deref()
     }
 
     /// The service's base URL.
@@ -295,6 +344,12 @@ impl Service {
     pub(crate) fn version(&self) -> &VersionSpec {
         &self.version
     }
+}
+
+/// A prefix is sent as a header value and shown in plans: printable ASCII,
+/// no spaces, no '/'.
+pub(crate) fn valid_prefix(prefix: &str) -> bool {
+    !prefix.is_empty() && prefix.chars().all(|c| c.is_ascii_graphic() && c != '/')
 }
 
 fn positive(key: &str, value: &str) -> Result<u64> {
@@ -347,6 +402,18 @@ mod tests {
         assert_eq!(o.table.requests.backoff_ms, 10);
         assert_eq!(o.table.endpoint, "http://127.0.0.1:9");
         assert_eq!(o.table.requests.max_retries, 0);
+    }
+
+    #[test]
+    fn a_prefix_is_checked_and_shown() {
+        let o = parse(&[("database_prefix", "team-a")]).unwrap();
+        assert_eq!(o.table.prefix.as_deref(), Some("team-a"));
+        assert_eq!(o.table.location.display_uri, "db://mydb/t (prefix team-a)");
+        assert_eq!(o.table.location.uri, "db://mydb/t");
+        for bad in ["", "a b", "a/b", "é"] {
+            let e = parse(&[("database_prefix", bad)]).unwrap_err().to_string();
+            assert!(e.contains("database_prefix"), "{bad}: {e}");
+        }
     }
 
     #[test]

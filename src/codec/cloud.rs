@@ -10,6 +10,7 @@ use datafusion::execution::TaskContext;
 use super::proto::{self, Location};
 use super::search::{decode_search, encode_search};
 use super::{StoragePolicy, decode_schema, encode_schema, malformed, required};
+use crate::cloud::options::valid_prefix;
 use crate::cloud::{CloudTable, MergeRequest, RequestPolicy};
 use crate::physical_plan::cloud_change::{CloudChange, CloudChangeExec, CloudChangeParts};
 use crate::physical_plan::cloud_merge::{CloudMergeExec, CloudMergeParts};
@@ -39,6 +40,8 @@ pub(crate) struct CloudTableMessage {
     pub write_bytes: u64,
     #[prost(uint64, tag = "8")]
     pub backoff_ms: u64,
+    #[prost(string, optional, tag = "9")]
+    pub prefix: Option<String>,
 }
 
 /// A [`CloudWriteExec`] (its input travels as DataFusion's).
@@ -174,6 +177,7 @@ impl StoragePolicy {
             read_rows: table.requests.read_rows,
             write_rows: table.requests.write_rows,
             write_bytes: table.requests.write_bytes,
+            prefix: table.prefix.clone(),
         }
     }
 
@@ -187,10 +191,15 @@ impl StoragePolicy {
         {
             return Err(malformed("LanceDB request policy"));
         }
-        Ok(CloudTable {
-            location: self.decode_location(table.location)?,
-            endpoint: table.endpoint,
-            requests: RequestPolicy {
+        if let Some(prefix) = &table.prefix
+            && !valid_prefix(prefix)
+        {
+            return Err(malformed("LanceDB database prefix"));
+        }
+        Ok(CloudTable::new(
+            self.decode_location(table.location)?,
+            table.endpoint,
+            RequestPolicy {
                 timeout_ms: table.timeout_ms,
                 max_retries: table.max_retries,
                 // Plans of versions before the setting carry none: its default.
@@ -202,7 +211,8 @@ impl StoragePolicy {
                 write_rows: table.write_rows,
                 write_bytes: table.write_bytes,
             },
-        })
+            table.prefix,
+        ))
     }
 
     pub(super) fn encode_cloud_scan(&self, scan: &CloudScanExec) -> DFResult<CloudScanNode> {

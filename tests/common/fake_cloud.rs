@@ -261,6 +261,8 @@ pub(crate) struct FakeCloud {
     front: u16,
     /// Stops the front.
     front_stop: Arc<tokio::sync::Notify>,
+    /// The database prefix the front serves.
+    prefix: dialect::Prefix,
 }
 
 impl FakeCloud {
@@ -287,8 +289,10 @@ impl FakeCloud {
             .await
             .unwrap();
         let front_stop = Arc::new(tokio::sync::Notify::new());
+        let prefix = dialect::Prefix::default();
         let front = dialect::start(
             format!("http://127.0.0.1:{}", handle.port()),
+            Arc::clone(&prefix),
             Arc::clone(&front_stop),
         )
         .await;
@@ -299,7 +303,14 @@ impl FakeCloud {
             stop,
             front,
             front_stop,
+            prefix,
         }
+    }
+
+    /// From now on, serves only requests naming database prefix `prefix`
+    /// (`None`: only requests naming none); the others get HTTP 404.
+    pub(crate) fn serve_prefix(&self, prefix: Option<&str>) {
+        *self.prefix.lock().unwrap() = prefix.map(str::to_string);
     }
 
     /// The service's URL (`host_override`): the front that speaks the

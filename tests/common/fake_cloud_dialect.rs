@@ -17,6 +17,10 @@
 //!
 //! A failure behind it reaches the client as it happened: a status with its
 //! body, a connection closed without an answer, no answer at all.
+//!
+//! The front also stands for the service's routing by database prefix
+//! (`x-lancedb-database-prefix`): once told to serve a prefix, it answers
+//! HTTP 404 to any request without that prefix.
 
 use std::time::Duration;
 
@@ -30,15 +34,23 @@ use serde_json::Value;
 /// end sooner: the fake wakes them when it stops).
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The database prefix the front serves (`None`: requests without one).
+pub(super) type Prefix = std::sync::Arc<std::sync::Mutex<Option<String>>>;
+
 #[derive(Clone)]
 struct Upstream {
     base: String,
     client: reqwest::Client,
+    prefix: Prefix,
 }
 
 /// Serves the front on 127.0.0.1 (an ephemeral port) for `upstream` until
 /// `stop` is notified (once); returns its port.
-pub(super) async fn start(upstream: String, stop: std::sync::Arc<tokio::sync::Notify>) -> u16 {
+pub(super) async fn start(
+    upstream: String,
+    prefix: Prefix,
+    stop: std::sync::Arc<tokio::sync::Notify>,
+) -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let state = Upstream {
@@ -47,6 +59,7 @@ pub(super) async fn start(upstream: String, stop: std::sync::Arc<tokio::sync::No
             .timeout(UPSTREAM_TIMEOUT)
             .build()
             .unwrap(),
+        prefix,
     };
     let app = axum::Router::new().fallback(forward).with_state(state);
     tokio::spawn(async move {
@@ -59,6 +72,21 @@ pub(super) async fn start(upstream: String, stop: std::sync::Arc<tokio::sync::No
 
 async fn forward(State(upstream): State<Upstream>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
+    let served = upstream.prefix.lock().unwrap().clone();
+    let sent_prefix = parts
+        .headers
+        .get("x-lancedb-database-prefix")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if sent_prefix != served {
+        return Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(format!(
+                "{{\"error\": \"no database prefix {sent_prefix:?} here\"}}"
+            )))
+            .unwrap();
+    }
     let mut body = to_bytes(body, usize::MAX).await.unwrap_or_default();
     let path = parts.uri.path().trim_end_matches('/').to_string();
     let mut query = parts.uri.query().map(str::to_string);

@@ -452,11 +452,6 @@ async fn a_database_is_a_catalog_of_its_tables() {
         err.contains("'db://mydb': listing tables failed") && !err.contains("sk-nope"),
         "{err}"
     );
-    let err = register_lance_catalog(&ctx, "bad", "db://mydb/prefix", options(API_KEY))
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("database prefixes"), "{err}");
 }
 
 /// What a user types: the key and the service from the environment, the

@@ -16,6 +16,7 @@ mod cli;
 mod cloud;
 mod cloud_changes;
 mod cloud_indexes;
+mod cloud_prefix;
 mod cloud_retries;
 mod cloud_search;
 mod cloud_versions;

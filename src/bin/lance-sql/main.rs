@@ -99,8 +99,10 @@ struct Args {
 
     /// Attach the Lance namespace at ROOT as catalog NAME (repeatable): a
     /// directory namespace's root (path or object-store URL) or a REST
-    /// namespace server as rest+http://HOST:PORT. Its root's tables are
-    /// NAME.public.t, a child namespace's NAME.<schema>.t.
+    /// namespace server as rest+http://HOST:PORT, or a LanceDB Cloud or
+    /// Enterprise database as db://DATABASE[/PREFIX] (key from
+    /// LANCEDB_API_KEY). Its root's tables are NAME.public.t, a child
+    /// namespace's NAME.<schema>.t.
     #[clap(
         long = "catalog",
         value_name = "NAME=ROOT",
