@@ -493,8 +493,28 @@ impl CloudClient {
         }
     }
 
+    /// The client's configuration (its HTTP client, base path and key).
+    pub(super) fn config(&self) -> &Configuration {
+        &self.config
+    }
+
+    /// The id the service's paths use.
+    pub(super) fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The table as messages name it.
+    pub(super) fn table(&self) -> &str {
+        &self.table
+    }
+
     /// Sends a request until it succeeds or its class forbids another try.
-    async fn send<T, E, F, Fut>(&self, request: &str, class: RetryClass, mut call: F) -> Result<T>
+    pub(super) async fn send<T, E, F, Fut>(
+        &self,
+        request: &str,
+        class: RetryClass,
+        mut call: F,
+    ) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, apis::Error<E>>>,
@@ -531,10 +551,13 @@ impl CloudClient {
             );
         }
         if class == RetryClass::Append && failure.ambiguous() {
-            message.push_str(
-                "; the service may have applied it: check the table before sending the rows \
-                 again",
-            );
+            let what = match request {
+                "insert" | "create_table" => "the rows",
+                _ => "it",
+            };
+            message.push_str(&format!(
+                "; the service may have applied it: check the table before sending {what} again"
+            ));
         }
         match failure.status {
             Some(404) => Error::not_found(message),

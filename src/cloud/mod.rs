@@ -6,6 +6,7 @@
 //! * [`options`]: `OPTIONS (...)` keys, the `LANCEDB_*` variables, and
 //!   [`CloudTable`], the plain data nodes carry;
 //! * [`client`]: the requests and their errors;
+//! * [`ddl`]: index and column changes ([`CloudDdl`]);
 //! * [`dialect`]: where LanceDB's service spells requests and answers
 //!   otherwise than Lance's namespace model;
 //! * [`retry`]: which failures are retried, by request class;
@@ -15,6 +16,7 @@
 
 pub(crate) mod address;
 pub(crate) mod client;
+pub(crate) mod ddl;
 pub(crate) mod dialect;
 pub(crate) mod ipc;
 pub(crate) mod options;
@@ -24,6 +26,7 @@ pub(crate) mod sql;
 
 pub(crate) use address::CloudAddress;
 pub(crate) use client::{CloudClient, MergeRequest, Merged, Page};
+pub(crate) use ddl::CloudDdl;
 pub(crate) use options::{CloudOptions, Service};
 pub(crate) use options::{CloudTable, RequestPolicy};
 pub(crate) use sql::{assignment_to_lance_sql, to_lance_sql};

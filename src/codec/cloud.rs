@@ -167,7 +167,7 @@ pub(crate) struct CloudProviderMessage {
 }
 
 impl StoragePolicy {
-    fn encode_cloud_table(&self, table: &CloudTable) -> CloudTableMessage {
+    pub(super) fn encode_cloud_table(&self, table: &CloudTable) -> CloudTableMessage {
         CloudTableMessage {
             location: Some(self.encode_location(&table.location)),
             endpoint: table.endpoint.clone(),
@@ -181,7 +181,10 @@ impl StoragePolicy {
         }
     }
 
-    fn decode_cloud_table(&self, table: Option<CloudTableMessage>) -> DFResult<CloudTable> {
+    pub(super) fn decode_cloud_table(
+        &self,
+        table: Option<CloudTableMessage>,
+    ) -> DFResult<CloudTable> {
         let table = required(table, "LanceDB table")?;
         if table.timeout_ms == 0
             || table.read_rows == 0

@@ -14,6 +14,7 @@ use super::cloud::CloudProviderMessage;
 use super::logical::LanceLogicalCodec;
 use super::proto::{self, provider::Table};
 use super::{decode_merge_options, encode_merge_options, malformed, required};
+use crate::table::cloud_ddl::CloudDdlStatement;
 use crate::table::cloud_dml::CloudDml;
 use crate::table::cloud_merge::CloudMerge;
 use crate::table::dml::DmlOp;
@@ -75,6 +76,11 @@ impl LanceLogicalCodec {
                 options: Some(encode_merge_options(merge.options(), self)?),
                 count: merge.output() == MergeOutput::Count,
             })));
+        }
+        if let Some(ddl) = statement_of::<CloudDdlStatement>(provider) {
+            return Ok(Some(Table::CloudDdl(
+                self.storage.encode_cloud_ddl_statement(ddl)?,
+            )));
         }
         Ok(None)
     }

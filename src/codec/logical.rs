@@ -402,6 +402,7 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
             Table::Cloud(table) => self.storage.decode_cloud_provider(table)?,
             Table::CloudDml(dml) => self.decode_cloud_dml(dml, ctx)?,
             Table::CloudMerge(merge) => self.decode_cloud_merge(merge, ctx)?,
+            Table::CloudDdl(ddl) => self.storage.decode_cloud_ddl_statement(ddl)?,
             Table::Dml(dml) => {
                 let op = match dml.op.as_str() {
                     "delete" => DmlOp::Delete,

@@ -57,6 +57,7 @@
 
 mod alter;
 mod cloud;
+mod cloud_ddl;
 mod cloud_statements;
 mod logical;
 mod maintenance;

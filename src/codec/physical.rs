@@ -33,7 +33,7 @@ use super::{
 use crate::physical_plan::LanceSearchExec;
 use crate::physical_plan::scan::{GroupRows, ScanOptions, ScanParts};
 use crate::physical_plan::{
-    CloudChangeExec, CloudMergeExec, CloudScanExec, CloudSearchExec, CloudWriteExec,
+    CloudChangeExec, CloudDdlExec, CloudMergeExec, CloudScanExec, CloudSearchExec, CloudWriteExec,
     LanceAlterExec, LanceCommitExec, LanceDeleteExec, LanceIndexExec, LanceMergeExec,
     LanceOptimizeExec, LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec,
     LanceWriteExec,
@@ -71,6 +71,9 @@ impl LancePhysicalCodec {
         }
         if let Some(change) = node.downcast_ref::<CloudChangeExec>() {
             return Ok(Some(Node::CloudChange(s.encode_cloud_change(change))));
+        }
+        if let Some(ddl) = node.downcast_ref::<CloudDdlExec>() {
+            return Ok(Some(Node::CloudDdl(s.encode_cloud_ddl(ddl))));
         }
         if let Some(search) = node.downcast_ref::<CloudSearchExec>() {
             return Ok(Some(Node::CloudSearch(s.encode_cloud_search(search)?)));
@@ -278,6 +281,7 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
             Node::Scan(scan) => Arc::new(self.decode_scan(scan, ctx)?),
             Node::CloudScan(scan) => Arc::new(s.decode_cloud_scan(scan)?),
             Node::CloudChange(change) => Arc::new(s.decode_cloud_change(change)?),
+            Node::CloudDdl(ddl) => Arc::new(s.decode_cloud_ddl(ddl)?),
             Node::CloudSearch(search) => Arc::new(s.decode_cloud_search(search, ctx)?),
             Node::CloudMerge(merge) => {
                 Arc::new(s.decode_cloud_merge(merge, input("CloudMergeExec")?)?)

@@ -449,7 +449,7 @@ pub(crate) struct PhysicalNode {
     pub format: u32,
     #[prost(
         oneof = "physical_node::Node",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20"
     )]
     pub node: Option<physical_node::Node>,
 }
@@ -493,6 +493,8 @@ pub(crate) mod physical_node {
         CloudMerge(crate::codec::cloud::CloudMergeNode),
         #[prost(message, tag = "19")]
         CloudSearch(crate::codec::cloud::CloudSearchNode),
+        #[prost(message, tag = "20")]
+        CloudDdl(crate::codec::cloud_ddl::CloudDdlNode),
     }
 }
 
@@ -606,7 +608,7 @@ pub(crate) struct Provider {
     pub format: u32,
     #[prost(
         oneof = "provider::Table",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21"
     )]
     pub table: Option<provider::Table>,
 }
@@ -652,5 +654,7 @@ pub(crate) mod provider {
         CloudDml(crate::codec::cloud_statements::CloudDmlTable),
         #[prost(message, tag = "20")]
         CloudMerge(crate::codec::cloud_statements::CloudMergeTable),
+        #[prost(message, tag = "21")]
+        CloudDdl(crate::codec::cloud_ddl::CloudDdlTable),
     }
 }

@@ -23,7 +23,7 @@ mod row_level;
 mod searching;
 mod writing;
 
-pub(crate) use ddl::{alter, index, index_options};
+pub(crate) use ddl::{alter, cloud_ddl, index, index_options};
 pub(crate) use maintaining::{maintenance, optimize, tag, vacuum};
 pub(crate) use merging::{cloud_merge, merge, merge_options};
 pub(crate) use reading::{cloud_scan, scan, scan_metrics};
@@ -36,6 +36,7 @@ pub(crate) use writing::{
 
 pub use alter::{DEFAULT_METADATA_KEY, LanceAlterExec, NewValues, SchemaChange};
 pub use cloud_change::CloudChangeExec;
+pub use cloud_ddl::CloudDdlExec;
 pub use cloud_merge::CloudMergeExec;
 pub use cloud_scan::{CloudScanExec, RowRange};
 pub use cloud_search::CloudSearchExec;

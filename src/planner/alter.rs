@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{RecordBatch, RecordBatchOptions};
 use datafusion::arrow::compute::can_cast_types;
-use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DFSchema, Result as DFResult, ScalarValue, TableReference};
 use datafusion::dataframe::DataFrame;
@@ -37,13 +37,17 @@ use datafusion::sql::sqlparser::ast::{
     DataType as SqlType, Expr as SqlExpr, ExprWithAlias, GeneratedExpressionMode, Statement, Value,
 };
 
+use crate::cloud::CloudDdl;
+use crate::cloud::ddl::json_type;
 use crate::error::{Error, fail};
 use crate::physical_plan::alter::default_text;
 use crate::physical_plan::{NewValues, SchemaChange};
 use crate::session::LanceSessionCache;
 use crate::table::LanceTableProvider;
+use crate::table::cloud::CloudTableProvider;
+use crate::table::cloud_ddl::CloudDdlStatement;
 use crate::table::create::storable_type;
-use crate::table::lookup::registered_lance_table;
+use crate::table::lookup::{Target, registered_target};
 use crate::table::statement::{Maintain, NamedTable, StatementTable, statement_of};
 
 /// Plans `statement` when it is `ALTER TABLE` on a Lance table; `None`
@@ -57,8 +61,38 @@ pub(crate) async fn plan_alter_table(
     };
     let normalize = state.config_options().sql_parser.enable_ident_normalization;
     let reference = object_name_to_table_reference(alter.name.clone(), normalize)?;
-    let Some(lance) = registered_lance_table(state, &reference).await? else {
-        return Ok(None);
+    let lance = match registered_target(state, &reference).await? {
+        None => return Ok(None),
+        Some(Target::Lance(lance)) => lance,
+        Some(Target::Cloud(cloud)) => {
+            if let [AlterTableOperation::RenameTable { .. }] = alter.operations.as_slice() {
+                return fail!(
+                    not_supported,
+                    "ALTER TABLE '{reference}' RENAME: renaming a LanceDB table (db://) is not \
+                     supported; use CREATE TABLE ... AS SELECT * FROM {reference} and DROP TABLE \
+                     {reference}"
+                );
+            }
+            let planner = Planner {
+                state,
+                reference: &reference,
+                schema: cloud.schema(),
+                idents: IdentNormalizer::new(normalize),
+            };
+            let ddl = cloud_alter(planner.change(alter)?, &reference)?;
+            return Ok(Some(
+                LogicalPlanBuilder::scan(
+                    format!("alter_table({reference})"),
+                    provider_as_source(StatementTable::provider(CloudDdlStatement::new(
+                        reference.to_quoted_string(),
+                        cloud,
+                        ddl,
+                    ))),
+                    None,
+                )?
+                .build()?,
+            ));
+        }
     };
     if !lance.version_spec().is_latest() {
         return fail!(
@@ -74,7 +108,7 @@ pub(crate) async fn plan_alter_table(
     let planner = Planner {
         state,
         reference: &reference,
-        table: &lance,
+        schema: lance.schema(),
         idents: IdentNormalizer::new(normalize),
     };
     let change = planner.change(alter)?;
@@ -98,7 +132,7 @@ pub(crate) async fn plan_alter_table(
 struct Planner<'a> {
     state: &'a SessionState,
     reference: &'a TableReference,
-    table: &'a LanceTableProvider,
+    schema: SchemaRef,
     idents: IdentNormalizer,
 }
 
@@ -124,7 +158,7 @@ impl Planner<'_> {
                 alter.operations.len()
             );
         };
-        let schema = self.table.schema();
+        let schema = &self.schema;
         let has = |c: &str| schema.field_with_name(c).is_ok();
         let change = match operation {
             AlterTableOperation::AddColumn {
@@ -413,7 +447,7 @@ impl Planner<'_> {
     /// DataFusion; its values must cast to `data_type`.
     fn computed(&self, column: &str, sql: &SqlExpr, data_type: &DataType) -> DFResult<Expr> {
         let t = self.reference;
-        let schema = DFSchema::try_from(self.table.schema().as_ref().clone())?;
+        let schema = DFSchema::try_from(self.schema.as_ref().clone())?;
         let expr = self.plan_expr(sql, &schema).map_err(|e| {
             Error::invalid_input(format!(
                 "ALTER TABLE '{t}' column '{column}': AS ({sql}): {e}"
@@ -457,6 +491,109 @@ impl Planner<'_> {
     }
 }
 
+/// The request a schema change of a `db://` table sends: the service adds
+/// a column from a Lance SQL expression and alters a column's name, type or
+/// nullability; what it cannot express (a stored `DEFAULT`, a value without
+/// an exact Lance SQL form, a new `NOT NULL` column) is refused here, before
+/// anything is sent.
+fn cloud_alter(change: SchemaChange, t: &TableReference) -> DFResult<CloudDdl> {
+    let refuse = |what: String| -> DFResult<CloudDdl> {
+        fail!(
+            not_supported,
+            "ALTER TABLE '{t}': {what} on a LanceDB table (db://), whose service stores no \
+             column defaults and computes new columns from Lance SQL"
+        )
+    };
+    Ok(match change {
+        SchemaChange::AddColumn {
+            column,
+            data_type,
+            nullable,
+            values,
+            if_not_exists,
+        } => {
+            if !nullable {
+                return refuse(format!("column '{column}' cannot be added NOT NULL"));
+            }
+            let Some(sql_type) = lance_sql_type(&data_type) else {
+                return refuse(format!(
+                    "column '{column}' of type {data_type} cannot be added (Lance SQL casts to \
+                     integers, floats, strings, booleans and dates)"
+                ));
+            };
+            let value = match values {
+                NewValues::Null => "NULL".to_string(),
+                NewValues::Default(_) => {
+                    return refuse(format!(
+                        "column '{column}': DEFAULT is not supported (AS (<constant>) fills \
+                         the existing rows)"
+                    ));
+                }
+                NewValues::Computed(expr) => match crate::cloud::assignment_to_lance_sql(&expr) {
+                    Some(sql) => sql,
+                    None => {
+                        return refuse(format!(
+                            "column '{column}': AS ({expr}) has no exact Lance SQL form"
+                        ));
+                    }
+                },
+            };
+            CloudDdl::AddColumn {
+                name: column,
+                expression: format!("CAST({value} AS {sql_type})"),
+                if_not_exists,
+            }
+        }
+        SchemaChange::DropColumn { column, if_exists } => CloudDdl::DropColumn {
+            name: column,
+            if_exists,
+        },
+        SchemaChange::RenameColumn { from, to } => CloudDdl::AlterColumn {
+            column: from,
+            rename: Some(to),
+            data_type: None,
+            nullable: None,
+        },
+        SchemaChange::SetType { column, data_type } => match json_type(&data_type) {
+            Some(json) => CloudDdl::AlterColumn {
+                column,
+                rename: None,
+                data_type: Some(json),
+                nullable: None,
+            },
+            None => return refuse(format!("column '{column}' cannot become {data_type}")),
+        },
+        SchemaChange::DropNotNull { column } => CloudDdl::AlterColumn {
+            column,
+            rename: None,
+            data_type: None,
+            nullable: Some(true),
+        },
+        SchemaChange::SetDefault { column, .. } => {
+            return refuse(format!(
+                "column '{column}': SET / DROP DEFAULT is not supported"
+            ));
+        }
+    })
+}
+
+/// The Lance SQL name of `data_type` in a `CAST`, for the types whose
+/// spelling reads back as the same Arrow type.
+fn lance_sql_type(data_type: &DataType) -> Option<&'static str> {
+    Some(match data_type {
+        DataType::Boolean => "BOOLEAN",
+        DataType::Int8 => "TINYINT",
+        DataType::Int16 => "SMALLINT",
+        DataType::Int32 => "INT",
+        DataType::Int64 => "BIGINT",
+        DataType::Float32 => "FLOAT",
+        DataType::Float64 => "DOUBLE",
+        DataType::Utf8 => "STRING",
+        DataType::Date32 => "DATE",
+        _ => return None,
+    })
+}
+
 /// Runs the `ALTER TABLE` `plan` changing `target` now, then registers the
 /// table again with its new schema (see [`super::execute_lance_plan`]).
 pub(crate) async fn run_alter(
@@ -477,6 +614,12 @@ pub(crate) async fn run_alter(
             .await?;
         ctx.deregister_table(reference.clone())?;
         ctx.register_table(reference, Arc::new(fresh))?;
+    } else if let Some(table) = provider.downcast_ref::<CloudTableProvider>()
+        && !in_catalog
+    {
+        let fresh = table.refreshed().await?;
+        ctx.deregister_table(reference.clone())?;
+        ctx.register_table(reference, Arc::new(fresh))?;
     }
     ctx.read_batches(batches)
 }
@@ -487,6 +630,9 @@ pub(crate) fn altered_table(plan: &LogicalPlan) -> Option<String> {
         return None;
     };
     let provider = source_as_provider(&scan.source).ok()?;
+    if let Some(cloud) = statement_of::<CloudDdlStatement>(provider.as_ref()) {
+        return (!cloud.ddl().is_index()).then(|| cloud.reference().to_string());
+    }
     statement_of::<Maintain<SchemaChange>>(provider.as_ref()).map(|s| s.target.clone())
 }
 

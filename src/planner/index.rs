@@ -10,11 +10,12 @@
 //!
 //! The type defaults to `BTREE` and the name to `<column>_idx`. Both plan
 //! the same [`crate::physical_plan::LanceIndexExec`] as the table functions
-//! `lance_create_index` and `lance_drop_index`. Statements on tables that
-//! are not Lance tables are left to DataFusion.
+//! `lance_create_index` and `lance_drop_index`; on a `db://` table, one
+//! [`crate::physical_plan::CloudDdlExec`] (a request to the service).
+//! Statements on tables that are neither are left to DataFusion.
 
 use datafusion::common::{Result as DFResult, TableReference};
-use datafusion::datasource::{TableProvider, provider_as_source};
+use datafusion::datasource::provider_as_source;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
 use datafusion::sql::planner::{IdentNormalizer, object_name_to_table_reference};
@@ -22,11 +23,14 @@ use datafusion::sql::sqlparser::ast::{
     CreateIndex, Expr as SqlExpr, IndexOption, IndexType, ObjectName, ObjectType, Statement, Value,
 };
 
+use datafusion::arrow::datatypes::Schema;
+
+use crate::cloud::CloudDdl;
 use crate::error::{Error, fail};
 use crate::physical_plan::{IndexChange, IndexDefinition, IndexMethod};
 use crate::session::LanceSessionCache;
-use crate::table::LanceTableProvider;
-use crate::table::lookup::registered_lance_table;
+use crate::table::cloud_ddl::CloudDdlStatement;
+use crate::table::lookup::{Target, registered_target};
 use crate::table::statement::{Maintain, NamedTable, StatementTable};
 
 /// Plans `statement` when it is `CREATE INDEX` or `DROP INDEX` on a Lance
@@ -56,14 +60,13 @@ pub(crate) async fn plan_index_statement(
         _ => return Ok(None),
     };
     let reference = object_name_to_table_reference(table.clone(), normalize)?;
-    let Some(lance) = registered_lance_table(state, &reference).await? else {
+    let Some(target) = registered_target(state, &reference).await? else {
         return Ok(None);
     };
-    // The node opens the table by location: with this table's store parameters.
-    LanceSessionCache::for_config(state.config())
-        .register_params(lance.location(), lance.store_params());
     let change = match statement {
-        Statement::CreateIndex(create) => create_change(create, &reference, &lance, &idents)?,
+        Statement::CreateIndex(create) => {
+            create_change(create, &reference, &target.schema(), &idents)?
+        }
         Statement::Drop {
             if_exists,
             names,
@@ -93,16 +96,37 @@ pub(crate) async fn plan_index_statement(
         }
         _ => return Ok(None),
     };
+    let verb = match change {
+        IndexChange::Create(_) => "create_index",
+        IndexChange::Drop { .. } => "drop_index",
+    };
+    let lance = match target {
+        Target::Lance(lance) => lance,
+        Target::Cloud(cloud) => {
+            let ddl = cloud_change(change, &reference)?;
+            return Ok(Some(
+                LogicalPlanBuilder::scan(
+                    format!("{verb}({reference})"),
+                    provider_as_source(StatementTable::provider(CloudDdlStatement::new(
+                        reference.to_quoted_string(),
+                        cloud,
+                        ddl,
+                    ))),
+                    None,
+                )?
+                .build()?,
+            ));
+        }
+    };
+    // The node opens the table by location: with this table's store parameters.
+    LanceSessionCache::for_config(state.config())
+        .register_params(lance.location(), lance.store_params());
     let statement = Maintain {
         target: reference.to_string(),
         location: None,
         work: change,
     }
     .with_location(lance.location().clone());
-    let verb = match statement.work {
-        IndexChange::Create(_) => "create_index",
-        IndexChange::Drop { .. } => "drop_index",
-    };
     Ok(Some(
         LogicalPlanBuilder::scan(
             format!("{verb}({reference})"),
@@ -113,12 +137,41 @@ pub(crate) async fn plan_index_statement(
     ))
 }
 
-/// The index a `CREATE INDEX` on the Lance table `lance` builds. Errors
-/// name the clause Lance has no use for.
+/// The request an index change of a `db://` table sends; options the
+/// service's request has no field for are refused here, before anything is
+/// sent.
+fn cloud_change(change: IndexChange, reference: &TableReference) -> DFResult<CloudDdl> {
+    Ok(match change {
+        IndexChange::Create(d) => {
+            if d.replace {
+                return fail!(
+                    not_supported,
+                    "CREATE INDEX on '{reference}': a LanceDB table's index is not rebuilt in \
+                     place (WITH (replace = true)); DROP INDEX {} ON {reference} first",
+                    d.name
+                );
+            }
+            let index_type = d.method.name().to_string();
+            CloudDdl::index_request(&d.column, &index_type, &d.name, &d.options)
+                .map_err(|e| e.prefixed(&format!("CREATE INDEX on '{reference}'")))?;
+            CloudDdl::CreateIndex {
+                name: d.name,
+                column: d.column,
+                index_type,
+                params: d.options,
+                if_not_exists: d.if_not_exists,
+            }
+        }
+        IndexChange::Drop { name, if_exists } => CloudDdl::DropIndex { name, if_exists },
+    })
+}
+
+/// The index a `CREATE INDEX` on a table of `schema` builds. Errors name
+/// the clause Lance has no use for.
 fn create_change(
     create: &CreateIndex,
     reference: &TableReference,
-    lance: &LanceTableProvider,
+    schema: &Schema,
     idents: &IdentNormalizer,
 ) -> DFResult<IndexChange> {
     let unsupported = [
@@ -162,7 +215,7 @@ fn create_change(
             );
         }
     };
-    if lance.schema().field_with_name(&column).is_err() {
+    if schema.field_with_name(&column).is_err() {
         return fail!(
             not_found,
             "CREATE INDEX on '{reference}': no column '{column}'"

@@ -152,6 +152,17 @@ impl CloudTableProvider {
         })
     }
 
+    /// The same table with the schema of its latest version (after an
+    /// `ALTER TABLE`).
+    pub(crate) async fn refreshed(&self) -> Result<Self> {
+        let client = CloudClient::connect(&self.table)?;
+        let (_, schema) = client.describe(None).await?;
+        Ok(Self {
+            schema: Arc::new(schema),
+            ..Self::from_parts(self.parts())
+        })
+    }
+
     /// Whether the first write creates the table.
     pub(crate) fn creates(&self) -> bool {
         self.creating

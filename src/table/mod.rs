@@ -1,6 +1,7 @@
 //! [`LanceTableProvider`]: a Lance dataset as a DataFusion table.
 
 pub(crate) mod cloud;
+pub(crate) mod cloud_ddl;
 pub(crate) mod cloud_dml;
 pub(crate) mod cloud_merge;
 pub(crate) mod create;

@@ -228,6 +228,27 @@ macro_rules! forward {
                 self.answer(fault, answer).await
             }
 
+            async fn drop_table(&self, request: DropTableRequest) -> Result<DropTableResponse> {
+                let fault = self.admit("drop_table", &request.identity)?;
+                if fault == Fault::Stall {
+                    return self.answer(fault, ()).await.and_then(|_| outage());
+                }
+                // The service answers 404 for a table that is not there.
+                let exists = TableExistsRequest {
+                    id: request.id.clone(),
+                    ..Default::default()
+                };
+                if self.inner.table_exists(exists).await.is_err() {
+                    let name = request.id.clone().unwrap_or_default().join("$");
+                    return Err(NamespaceError::TableNotFound { message: name }.into());
+                }
+                let inner = Arc::clone(&self.inner);
+                let answer = self
+                    .apply(async move { inner.drop_table(request).await })
+                    .await?;
+                self.answer(fault, answer).await
+            }
+
             fn namespace_id(&self) -> String {
                 "fake LanceDB Cloud".to_string()
             }
@@ -237,7 +258,6 @@ macro_rules! forward {
 
 forward! {
     list_tables(ListTablesRequest) -> ListTablesResponse;
-    drop_table(DropTableRequest) -> DropTableResponse;
     count_table_rows(CountTableRowsRequest) -> i64;
     create_table(CreateTableRequest, data) -> CreateTableResponse;
     insert_into_table(InsertIntoTableRequest, data) -> InsertIntoTableResponse;
@@ -249,6 +269,11 @@ forward! {
     list_table_tags(ListTableTagsRequest) -> ListTableTagsResponse;
     get_table_tag_version(GetTableTagVersionRequest) -> GetTableTagVersionResponse;
     list_table_indices(ListTableIndicesRequest) -> ListTableIndicesResponse;
+    create_table_index(CreateTableIndexRequest) -> CreateTableIndexResponse;
+    drop_table_index(DropTableIndexRequest) -> DropTableIndexResponse;
+    alter_table_add_columns(AlterTableAddColumnsRequest) -> AlterTableAddColumnsResponse;
+    alter_table_alter_columns(AlterTableAlterColumnsRequest) -> AlterTableAlterColumnsResponse;
+    alter_table_drop_columns(AlterTableDropColumnsRequest) -> AlterTableDropColumnsResponse;
 }
 
 /// The fake service and the directory its tables live in.
@@ -269,7 +294,11 @@ impl FakeCloud {
     /// Starts the fake over an empty directory.
     pub(crate) async fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
+        // Without a manifest: tables the tests write straight into the
+        // directory (`table_path`) are the service's tables for every
+        // request, schema and index changes included.
         let inner = DirectoryNamespaceBuilder::new(dir.path().to_str().unwrap())
+            .manifest_enabled(false)
             .build()
             .await
             .unwrap();

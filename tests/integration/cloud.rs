@@ -77,6 +77,47 @@ pub(crate) fn text(plan: &Arc<dyn ExecutionPlan>) -> String {
     displayable(plan.as_ref()).indent(true).to_string()
 }
 
+/// `plan` encoded without the key (checked), decoded on a fresh worker
+/// whose codec holds the fake's key, as a cluster's workers would; shown
+/// alike. The worker and the decoded plan.
+pub(crate) fn on_worker(plan: &Arc<dyn ExecutionPlan>) -> (SessionContext, Arc<dyn ExecutionPlan>) {
+    let bytes =
+        physical_plan_to_bytes_with_extension_codec(Arc::clone(plan), &LancePhysicalCodec::new())
+            .unwrap();
+    assert!(!contains(&bytes, API_KEY.as_bytes()));
+    let worker = context(2, &private_cache());
+    let codec = LancePhysicalCodec::new()
+        .with_default_storage_options([("api_key".to_string(), API_KEY.to_string())]);
+    let decoded =
+        physical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec).unwrap();
+    assert_eq!(text(&decoded), text(plan));
+    (worker, decoded)
+}
+
+/// What a user types: `lance-sql -q --format csv --catalog cloud=ROOT -c
+/// SCRIPT`, the key and the service from the environment. Its standard
+/// output; it must succeed and never print the key.
+pub(crate) fn lance_sql_csv(fake: &FakeCloud, root: &str, script: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+        .args([
+            "-q",
+            "--format",
+            "csv",
+            "--catalog",
+            &format!("cloud={root}"),
+            "-c",
+            script,
+        ])
+        .env("LANCEDB_API_KEY", API_KEY)
+        .env("LANCEDB_HOST_OVERRIDE", fake.url())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains(API_KEY));
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 /// Queries whose answers must not depend on where the table is read from.
 pub(crate) const CORPUS: &[&str] = &[
     "SELECT * FROM {t}",
@@ -460,15 +501,10 @@ async fn a_database_is_a_catalog_of_its_tables() {
 async fn lance_sql_attaches_a_database_with_the_key_from_the_environment() {
     let fake = FakeCloud::start().await;
     fixtures::numbers(&fake.table_path("numbers")).await;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lance-sql"))
-        .args([
-            "-q",
-            "--format",
-            "csv",
-            "--catalog",
-            "cloud=db://mydb",
-            "-c",
-            "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'cloud' \
+    let out = lance_sql_csv(
+        &fake,
+        "db://mydb",
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'cloud' \
              AND table_schema = 'public'; \
              SELECT count(*) AS n, sum(id) AS s FROM cloud.public.numbers WHERE id >= 500; \
              CREATE TABLE cloud.public.big AS SELECT id, s FROM cloud.public.numbers WHERE id >= 500; \
@@ -480,19 +516,12 @@ async fn lance_sql_attaches_a_database_with_the_key_from_the_environment() {
              DROP TABLE cloud.public.big; \
              SELECT count(*) AS tables FROM information_schema.tables WHERE table_catalog = 'cloud' \
              AND table_schema = 'public'",
-        ])
-        .env("LANCEDB_API_KEY", API_KEY)
-        .env("LANCEDB_HOST_OVERRIDE", fake.url())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    );
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
+        out,
         "table_name\nnumbers\nn,s\n471,352913\ncount\n471\ncount\n95\ncount\n94\n\
          version,versions\n3,3\nn,u\n377,95\ntables\n1\n"
     );
-    assert!(!stderr.contains(API_KEY));
 }
 
 /// `SELECT max(version) FROM lance_versions('local')`: the fake's table as
@@ -661,16 +690,7 @@ async fn a_db_insert_plan_round_trips_and_runs_on_a_worker() {
         "INSERT INTO cloud SELECT id + 3000, v, s, b, d FROM local WHERE id < 10",
     )
     .await;
-    let bytes =
-        physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &LancePhysicalCodec::new())
-            .unwrap();
-    assert!(!contains(&bytes, API_KEY.as_bytes()));
-    let worker = context(2, &private_cache());
-    let codec = LancePhysicalCodec::new()
-        .with_default_storage_options([("api_key".to_string(), API_KEY.to_string())]);
-    let decoded =
-        physical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec).unwrap();
-    assert_eq!(text(&decoded), text(&plan));
+    let (worker, decoded) = on_worker(&plan);
     let out = collect(decoded, worker.task_ctx()).await.unwrap();
     assert_eq!(sorted_rows(&out), vec!["9"]);
     assert_eq!(

@@ -5,15 +5,11 @@
 //! requests without it, so a request that forgot it fails the test.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use datafusion::physical_plan::{collect, displayable};
-use datafusion_lance::{LancePhysicalCodec, register_lance_catalog};
-use datafusion_proto::bytes::{
-    physical_plan_from_bytes_with_extension_codec, physical_plan_to_bytes_with_extension_codec,
-};
+use datafusion_lance::register_lance_catalog;
 
-use crate::cloud::physical;
+use crate::cloud::{lance_sql_csv, on_worker, physical};
 use crate::fake_cloud::{API_KEY, FakeCloud};
 use crate::fixtures;
 use crate::support::{context, ok, private_cache, sorted_rows, sql, try_rows};
@@ -143,14 +139,7 @@ async fn a_tables_prefix_option_travels_with_its_plans() {
     let want = try_rows(&ctx, query).await.unwrap();
     assert_eq!(want.len(), 93);
     let plan = physical(&ctx, query).await;
-    let bytes =
-        physical_plan_to_bytes_with_extension_codec(Arc::clone(&plan), &LancePhysicalCodec::new())
-            .unwrap();
-    let worker = context(2, &private_cache());
-    let codec = LancePhysicalCodec::new()
-        .with_default_storage_options([("api_key".to_string(), API_KEY.to_string())]);
-    let decoded =
-        physical_plan_from_bytes_with_extension_codec(&bytes, &worker.task_ctx(), &codec).unwrap();
+    let (worker, decoded) = on_worker(&plan);
     let shown = displayable(decoded.as_ref()).indent(true).to_string();
     assert!(shown.contains("(prefix p1)"), "{shown}");
     let got = collect(decoded, worker.task_ctx()).await.unwrap();
@@ -163,27 +152,13 @@ async fn lance_sql_attaches_a_database_prefix() {
     let fake = FakeCloud::start().await;
     fixtures::numbers(&fake.table_path("numbers")).await;
     fake.serve_prefix(Some("team-a"));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lance-sql"))
-        .args([
-            "-q",
-            "--format",
-            "csv",
-            "--catalog",
-            "cloud=db://mydb/team-a",
-            "-c",
-            "SELECT count(*) AS n FROM cloud.public.numbers; \
+    let out = lance_sql_csv(
+        &fake,
+        "db://mydb/team-a",
+        "SELECT count(*) AS n FROM cloud.public.numbers; \
              CREATE TABLE cloud.public.few AS SELECT id FROM cloud.public.numbers WHERE id < 5; \
              SELECT sum(id) AS s FROM cloud.public.few; \
              DROP TABLE cloud.public.few",
-        ])
-        .env("LANCEDB_API_KEY", API_KEY)
-        .env("LANCEDB_HOST_OVERRIDE", fake.url())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "n\n941\ncount\n5\ns\n10\n"
     );
+    assert_eq!(out, "n\n941\ncount\n5\ns\n10\n");
 }

@@ -15,6 +15,7 @@ mod catalog;
 mod cli;
 mod cloud;
 mod cloud_changes;
+mod cloud_ddl;
 mod cloud_indexes;
 mod cloud_prefix;
 mod cloud_retries;

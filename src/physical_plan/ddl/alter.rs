@@ -129,7 +129,7 @@ pub(crate) fn default_value(text: &str, data_type: &DataType) -> Option<ScalarVa
 
 /// The schema of a schema change's one-row report: the column, what was
 /// done and the version the table is at afterwards.
-fn alter_schema() -> SchemaRef {
+pub(crate) fn alter_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("column", DataType::Utf8, false),
         Field::new("action", DataType::Utf8, false),

@@ -1,0 +1,316 @@
+//! Index and column changes of a `db://` table ([`CloudDdl`], plain data):
+//! `CREATE INDEX` / `DROP INDEX` and `ALTER TABLE`, each one request the
+//! service carries out on the latest version (one new version), sent as an
+//! append is: again only when the failure proves nothing was applied.
+//!
+//! `IF [NOT] EXISTS` is decided here from the service's answer before the
+//! request (an index list or the schema): a change another client makes in
+//! between is the service's to refuse.
+
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use lance_namespace::apis::table_api;
+use lance_namespace::models;
+
+use super::client::CloudClient;
+use super::retry::RetryClass;
+use crate::error::{Error, Result};
+
+/// The index and column changes a `db://` table takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CloudDdl {
+    /// `CREATE INDEX [IF NOT EXISTS] name ON t [USING type] (column) [WITH (...)]`.
+    CreateIndex {
+        name: String,
+        column: String,
+        /// The type as the service spells it (`BTREE`, `IVF_PQ`, ...).
+        index_type: String,
+        /// `WITH` options, checked against the request's fields.
+        params: Vec<(String, String)>,
+        if_not_exists: bool,
+    },
+    /// `DROP INDEX [IF EXISTS] name ON t`.
+    DropIndex { name: String, if_exists: bool },
+    /// `ADD COLUMN [IF NOT EXISTS] name ... AS (expression)`: the values
+    /// of the existing rows, as Lance SQL.
+    AddColumn {
+        name: String,
+        expression: String,
+        if_not_exists: bool,
+    },
+    /// `DROP COLUMN [IF EXISTS] name`.
+    DropColumn { name: String, if_exists: bool },
+    /// `RENAME COLUMN`, `ALTER COLUMN ... TYPE`, `ALTER COLUMN ... DROP NOT
+    /// NULL`: one alteration of one column.
+    AlterColumn {
+        column: String,
+        rename: Option<String>,
+        /// The new type in Lance's JSON form (`int64`, `double`, ...).
+        data_type: Option<String>,
+        /// `Some(true)`: the column may hold NULL from now on.
+        nullable: Option<bool>,
+    },
+}
+
+impl CloudDdl {
+    /// Whether it changes an index (else a column).
+    pub(crate) fn is_index(&self) -> bool {
+        matches!(self, Self::CreateIndex { .. } | Self::DropIndex { .. })
+    }
+
+    /// The index or column it is about.
+    pub(crate) fn subject(&self) -> &str {
+        match self {
+            Self::CreateIndex { name, .. }
+            | Self::DropIndex { name, .. }
+            | Self::AddColumn { name, .. }
+            | Self::DropColumn { name, .. } => name,
+            Self::AlterColumn { column, .. } => column,
+        }
+    }
+
+    /// The request it sends.
+    pub(crate) fn request(&self) -> &'static str {
+        match self {
+            Self::CreateIndex { .. } => "create_index",
+            Self::DropIndex { .. } => "drop_index",
+            Self::AddColumn { .. } => "add_columns",
+            Self::DropColumn { .. } => "drop_columns",
+            Self::AlterColumn { .. } => "alter_columns",
+        }
+    }
+
+    /// The request's index options, or an error naming the one the
+    /// service's `create_index` has no field for.
+    pub(crate) fn index_request(
+        column: &str,
+        index_type: &str,
+        name: &str,
+        params: &[(String, String)],
+    ) -> Result<models::CreateTableIndexRequest> {
+        let mut request = models::CreateTableIndexRequest::new(
+            column.to_string(),
+            index_type.to_ascii_uppercase(),
+        );
+        request.name = Some(name.to_string());
+        for (key, value) in params {
+            let int = |v: &str| {
+                v.trim().parse::<i32>().map_err(|_| {
+                    Error::invalid_option(key, v, "an integer the service's request holds")
+                })
+            };
+            let flag = |v: &str| crate::config::parse_bool(key, v);
+            match key.as_str() {
+                "metric" | "distance_type" => {
+                    request.distance_type = Some(value.trim().to_ascii_lowercase())
+                }
+                "num_partitions" => request.num_partitions = Some(int(value)?),
+                "num_sub_vectors" => request.num_sub_vectors = Some(int(value)?),
+                "num_bits" => request.num_bits = Some(int(value)?),
+                "sample_rate" => request.sample_rate = Some(int(value)?),
+                "max_iterations" => request.max_iterations = Some(int(value)?),
+                "m" => request.m = Some(int(value)?),
+                "ef_construction" => request.ef_construction = Some(int(value)?),
+                "with_position" => request.with_position = Some(flag(value)?),
+                "base_tokenizer" => request.base_tokenizer = Some(value.clone()),
+                "language" => request.language = Some(value.clone()),
+                "max_token_length" => request.max_token_length = Some(int(value)?),
+                "lower_case" => request.lower_case = Some(flag(value)?),
+                "stem" => request.stem = Some(flag(value)?),
+                "remove_stop_words" => request.remove_stop_words = Some(flag(value)?),
+                "ascii_folding" => request.ascii_folding = Some(flag(value)?),
+                other => {
+                    return Err(Error::not_supported(format!(
+                        "index option '{other}': the service's create_index request has no \
+                         such field"
+                    )));
+                }
+            }
+        }
+        Ok(request)
+    }
+}
+
+/// `data_type` in Lance's JSON form, as `alter_columns` takes it; `None`
+/// for a type that form spells with child fields (lists, structs).
+pub(crate) fn json_type(data_type: &DataType) -> Option<String> {
+    let schema = Schema::new(vec![Field::new("c", data_type.clone(), true)]);
+    let json = lance_namespace::schema::arrow_schema_to_json(&schema).ok()?;
+    let field = json.fields.into_iter().next()?;
+    let kind = *field.r#type;
+    match kind.fields {
+        Some(children) if !children.is_empty() => None,
+        _ => Some(kind.r#type),
+    }
+}
+
+impl CloudClient {
+    /// Carries `ddl` out: what was done (`created`, `dropped`, `added`,
+    /// `altered`, or `unchanged` under `IF [NOT] EXISTS`).
+    pub(crate) async fn apply(&self, ddl: &CloudDdl) -> Result<&'static str> {
+        let request = ddl.request();
+        match ddl {
+            CloudDdl::CreateIndex {
+                name,
+                column,
+                index_type,
+                params,
+                if_not_exists,
+            } => {
+                if self.has_index(name).await? {
+                    if *if_not_exists {
+                        return Ok("unchanged");
+                    }
+                    return Err(Error::already_exists(format!(
+                        "creating index '{name}' of '{}': an index of that name exists; use \
+                         IF NOT EXISTS, or DROP INDEX {name} ON <table> first",
+                        self.table()
+                    )));
+                }
+                let body = CloudDdl::index_request(column, index_type, name, params)?;
+                self.send(request, RetryClass::Append, || {
+                    table_api::create_table_index(self.config(), self.id(), body.clone(), None)
+                })
+                .await?;
+                Ok("created")
+            }
+            CloudDdl::DropIndex { name, if_exists } => {
+                if !self.has_index(name).await? {
+                    if *if_exists {
+                        return Ok("unchanged");
+                    }
+                    return Err(Error::not_found(format!(
+                        "dropping index '{name}' of '{}': the table has no index of that name",
+                        self.table()
+                    )));
+                }
+                self.send(request, RetryClass::Append, || {
+                    table_api::drop_table_index(self.config(), self.id(), name, None, None)
+                })
+                .await?;
+                Ok("dropped")
+            }
+            CloudDdl::AddColumn {
+                name,
+                expression,
+                if_not_exists,
+            } => {
+                if self.has_column(name).await? {
+                    if *if_not_exists {
+                        return Ok("unchanged");
+                    }
+                    return Err(Error::already_exists(format!(
+                        "ALTER TABLE '{}': column '{name}' exists",
+                        self.table()
+                    )));
+                }
+                let mut entry = models::AddColumnsEntry::new(name.clone());
+                entry.expression = Some(Some(expression.clone()));
+                let body = models::AlterTableAddColumnsRequest::new(vec![entry]);
+                self.send(request, RetryClass::Append, || {
+                    table_api::alter_table_add_columns(self.config(), self.id(), body.clone(), None)
+                })
+                .await?;
+                Ok("added")
+            }
+            CloudDdl::DropColumn { name, if_exists } => {
+                if !self.has_column(name).await? {
+                    if *if_exists {
+                        return Ok("unchanged");
+                    }
+                    return Err(Error::not_found(format!(
+                        "ALTER TABLE '{}': no column '{name}'",
+                        self.table()
+                    )));
+                }
+                let body = models::AlterTableDropColumnsRequest::new(vec![name.clone()]);
+                self.send(request, RetryClass::Append, || {
+                    table_api::alter_table_drop_columns(
+                        self.config(),
+                        self.id(),
+                        body.clone(),
+                        None,
+                    )
+                })
+                .await?;
+                Ok("dropped")
+            }
+            CloudDdl::AlterColumn {
+                column,
+                rename,
+                data_type,
+                nullable,
+            } => {
+                let mut entry = models::AlterColumnsEntry::new(column.clone());
+                entry.rename = rename.clone().map(Some);
+                entry.data_type = data_type.clone().map(serde_json::Value::String);
+                entry.nullable = nullable.map(Some);
+                let body = models::AlterTableAlterColumnsRequest::new(vec![entry]);
+                self.send(request, RetryClass::Append, || {
+                    table_api::alter_table_alter_columns(
+                        self.config(),
+                        self.id(),
+                        body.clone(),
+                        None,
+                    )
+                })
+                .await?;
+                Ok("altered")
+            }
+        }
+    }
+
+    async fn has_index(&self, name: &str) -> Result<bool> {
+        let (version, _) = self.describe(None).await?;
+        match self.indices(version).await? {
+            Some(listed) => Ok(listed.iter().any(|i| i.name == name)),
+            None => Err(Error::Cloud {
+                message: format!(
+                    "LanceDB table '{}': the service's index list could not be read, so \
+                     whether index '{name}' exists is unknown",
+                    self.table()
+                ),
+                status: None,
+            }),
+        }
+    }
+
+    async fn has_column(&self, name: &str) -> Result<bool> {
+        let (_, schema) = self.describe(None).await?;
+        Ok(schema.field_with_name(name).is_ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_options_fill_the_request_or_are_named() {
+        let params = vec![
+            ("metric".to_string(), "COSINE".to_string()),
+            ("num_partitions".to_string(), "4".to_string()),
+            ("with_position".to_string(), "true".to_string()),
+        ];
+        let r = CloudDdl::index_request("v", "ivf_pq", "v_idx", &params).unwrap();
+        assert_eq!(
+            (r.index_type.as_str(), r.distance_type.as_deref()),
+            ("IVF_PQ", Some("cosine"))
+        );
+        assert_eq!((r.num_partitions, r.with_position), (Some(4), Some(true)));
+        let bad = vec![("shards".to_string(), "2".to_string())];
+        let e = CloudDdl::index_request("v", "BTREE", "i", &bad).unwrap_err();
+        assert!(e.to_string().contains("'shards'"), "{e}");
+    }
+
+    #[test]
+    fn types_have_their_json_names() {
+        assert_eq!(json_type(&DataType::Int64).as_deref(), Some("int64"));
+        assert_eq!(json_type(&DataType::Float64).as_deref(), Some("float64"));
+        let list = DataType::List(std::sync::Arc::new(Field::new(
+            "item",
+            DataType::Int32,
+            true,
+        )));
+        assert_eq!(json_type(&list), None);
+    }
+}
