@@ -1,7 +1,8 @@
-//! Index and column changes of a `db://` table ([`CloudDdl`], plain data):
-//! `CREATE INDEX` / `DROP INDEX` and `ALTER TABLE`, each one request the
-//! service carries out on the latest version (one new version), sent as an
-//! append is: again only when the failure proves nothing was applied.
+//! Index, column and tag changes of a `db://` table ([`CloudDdl`], plain
+//! data): `CREATE INDEX` / `DROP INDEX`, `ALTER TABLE` and `lance_tag`, each
+//! one request the service carries out on the latest version (one new
+//! version; a tag makes none), sent as an append is: again only when the
+//! failure proves nothing was applied.
 //!
 //! `IF [NOT] EXISTS` is decided here from the service's answer before the
 //! request (an index list or the schema): a change another client makes in
@@ -49,12 +50,57 @@ pub(crate) enum CloudDdl {
         /// `Some(true)`: the column may hold NULL from now on.
         nullable: Option<bool>,
     },
+    /// `lance_tag(t, 'create' | 'update' | 'delete', tag [, version])`.
+    Tag {
+        action: TagAction,
+        tag: String,
+        /// The version it points to (the latest when `None`; none for a
+        /// delete).
+        version: Option<u64>,
+    },
+}
+
+/// What a tag change does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TagAction {
+    Create,
+    Update,
+    Delete,
+}
+
+/// What a [`CloudDdl`] is about, which decides the row it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subject {
+    Index,
+    Column,
+    Tag,
+}
+
+/// What a change did: the action (`created`, `dropped`, ..., `unchanged`),
+/// and for a tag the version it points to afterwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Applied {
+    pub action: &'static str,
+    pub tag_version: Option<u64>,
+}
+
+impl Applied {
+    fn did(action: &'static str) -> Self {
+        Self {
+            action,
+            tag_version: None,
+        }
+    }
 }
 
 impl CloudDdl {
-    /// Whether it changes an index (else a column).
-    pub(crate) fn is_index(&self) -> bool {
-        matches!(self, Self::CreateIndex { .. } | Self::DropIndex { .. })
+    /// What it is about.
+    pub(crate) fn subject_kind(&self) -> Subject {
+        match self {
+            Self::CreateIndex { .. } | Self::DropIndex { .. } => Subject::Index,
+            Self::Tag { .. } => Subject::Tag,
+            _ => Subject::Column,
+        }
     }
 
     /// The index or column it is about.
@@ -65,6 +111,7 @@ impl CloudDdl {
             | Self::AddColumn { name, .. }
             | Self::DropColumn { name, .. } => name,
             Self::AlterColumn { column, .. } => column,
+            Self::Tag { tag, .. } => tag,
         }
     }
 
@@ -76,6 +123,18 @@ impl CloudDdl {
             Self::AddColumn { .. } => "add_columns",
             Self::DropColumn { .. } => "drop_columns",
             Self::AlterColumn { .. } => "alter_columns",
+            Self::Tag {
+                action: TagAction::Create,
+                ..
+            } => "create_tag",
+            Self::Tag {
+                action: TagAction::Update,
+                ..
+            } => "update_tag",
+            Self::Tag {
+                action: TagAction::Delete,
+                ..
+            } => "delete_tag",
         }
     }
 
@@ -145,9 +204,22 @@ pub(crate) fn json_type(data_type: &DataType) -> Option<String> {
 
 impl CloudClient {
     /// Carries `ddl` out: what was done (`created`, `dropped`, `added`,
-    /// `altered`, or `unchanged` under `IF [NOT] EXISTS`).
-    pub(crate) async fn apply(&self, ddl: &CloudDdl) -> Result<&'static str> {
+    /// `altered`, `updated`, or `unchanged` under `IF [NOT] EXISTS`).
+    pub(crate) async fn apply(&self, ddl: &CloudDdl) -> Result<Applied> {
         let request = ddl.request();
+        if let CloudDdl::Tag {
+            action,
+            tag,
+            version,
+        } = ddl
+        {
+            return self.tag(request, *action, tag, *version).await;
+        }
+        let action = self.change(request, ddl).await?;
+        Ok(Applied::did(action))
+    }
+
+    async fn change(&self, request: &str, ddl: &CloudDdl) -> Result<&'static str> {
         match ddl {
             CloudDdl::CreateIndex {
                 name,
@@ -256,7 +328,55 @@ impl CloudClient {
                 .await?;
                 Ok("altered")
             }
+            CloudDdl::Tag { .. } => Err(Error::invalid_input("a tag change is no schema change")),
         }
+    }
+
+    async fn tag(
+        &self,
+        request: &str,
+        action: TagAction,
+        tag: &str,
+        version: Option<u64>,
+    ) -> Result<Applied> {
+        let version = match (action, version) {
+            (TagAction::Delete, _) => 0,
+            (_, Some(v)) => v,
+            (_, None) => self.describe(None).await?.0,
+        };
+        let as_i64 = i64::try_from(version)
+            .map_err(|_| Error::invalid_input(format!("version {version} is out of range")))?;
+        match action {
+            TagAction::Create => {
+                let body = models::CreateTableTagRequest::new(tag.to_string(), as_i64);
+                self.send(request, RetryClass::Append, || {
+                    table_api::create_table_tag(self.config(), self.id(), body.clone(), None)
+                })
+                .await?;
+            }
+            TagAction::Update => {
+                let body = models::UpdateTableTagRequest::new(tag.to_string(), as_i64);
+                self.send(request, RetryClass::Append, || {
+                    table_api::update_table_tag(self.config(), self.id(), body.clone(), None)
+                })
+                .await?;
+            }
+            TagAction::Delete => {
+                let body = models::DeleteTableTagRequest::new(tag.to_string());
+                self.send(request, RetryClass::Append, || {
+                    table_api::delete_table_tag(self.config(), self.id(), body.clone(), None)
+                })
+                .await?;
+                return Ok(Applied::did("deleted"));
+            }
+        }
+        Ok(Applied {
+            action: match action {
+                TagAction::Create => "created",
+                _ => "updated",
+            },
+            tag_version: Some(version),
+        })
     }
 
     async fn has_index(&self, name: &str) -> Result<bool> {

@@ -10,6 +10,7 @@ use datafusion::error::Result as DFResult;
 use super::cloud::{CloudProviderMessage, CloudTableMessage};
 use super::{StoragePolicy, malformed, required};
 use crate::cloud::CloudDdl;
+use crate::cloud::ddl::TagAction;
 use crate::physical_plan::cloud_ddl::{CloudDdlExec, CloudDdlParts};
 use crate::table::cloud_ddl::CloudDdlStatement;
 use crate::table::statement::StatementTable;
@@ -18,8 +19,8 @@ use crate::table::statement::StatementTable;
 /// has.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct CloudDdlMessage {
-    /// `create_index`, `drop_index`, `add_column`, `drop_column` or
-    /// `alter_column`.
+    /// `create_index`, `drop_index`, `add_column`, `drop_column`,
+    /// `alter_column`, `create_tag`, `update_tag` or `delete_tag`.
     #[prost(string, tag = "1")]
     pub kind: String,
     /// The index or column.
@@ -43,6 +44,9 @@ pub(crate) struct CloudDdlMessage {
     pub data_type: Option<String>,
     #[prost(bool, optional, tag = "10")]
     pub nullable: Option<bool>,
+    /// The version a tag points to.
+    #[prost(uint64, optional, tag = "11")]
+    pub version: Option<u64>,
 }
 
 /// A [`CloudDdlExec`].
@@ -119,6 +123,20 @@ fn encode_ddl(ddl: &CloudDdl) -> CloudDdlMessage {
             m.data_type = data_type.clone();
             m.nullable = *nullable;
         }
+        CloudDdl::Tag {
+            action,
+            tag,
+            version,
+        } => {
+            m.kind = match action {
+                TagAction::Create => "create_tag",
+                TagAction::Update => "update_tag",
+                TagAction::Delete => "delete_tag",
+            }
+            .into();
+            m.name = tag.clone();
+            m.version = *version;
+        }
     }
     m
 }
@@ -167,6 +185,15 @@ fn decode_ddl(message: Option<CloudDdlMessage>) -> DFResult<CloudDdl> {
             rename: m.rename,
             data_type: m.data_type,
             nullable: m.nullable,
+        },
+        kind @ ("create_tag" | "update_tag" | "delete_tag") => CloudDdl::Tag {
+            action: match kind {
+                "create_tag" => TagAction::Create,
+                "update_tag" => TagAction::Update,
+                _ => TagAction::Delete,
+            },
+            tag: named("tag")?,
+            version: m.version,
         },
         other => return Err(malformed(format!("LanceDB table change '{other}'"))),
     })

@@ -48,7 +48,8 @@ use crate::table::cloud::CloudTableProvider;
 use crate::table::cloud_ddl::CloudDdlStatement;
 use crate::table::create::storable_type;
 use crate::table::lookup::{Target, registered_target};
-use crate::table::statement::{Maintain, NamedTable, StatementTable, statement_of};
+use crate::table::maintain::Maintain;
+use crate::table::statement::{NamedTable, StatementTable, statement_of};
 
 /// Plans `statement` when it is `ALTER TABLE` on a Lance table; `None`
 /// otherwise.
@@ -631,7 +632,8 @@ pub(crate) fn altered_table(plan: &LogicalPlan) -> Option<String> {
     };
     let provider = source_as_provider(&scan.source).ok()?;
     if let Some(cloud) = statement_of::<CloudDdlStatement>(provider.as_ref()) {
-        return (!cloud.ddl().is_index()).then(|| cloud.reference().to_string());
+        let column = cloud.ddl().subject_kind() == crate::cloud::ddl::Subject::Column;
+        return column.then(|| cloud.reference().to_string());
     }
     statement_of::<Maintain<SchemaChange>>(provider.as_ref()).map(|s| s.target.clone())
 }

@@ -25,13 +25,13 @@ use datafusion::sql::sqlparser::ast::{
 
 use datafusion::arrow::datatypes::Schema;
 
-use crate::cloud::CloudDdl;
 use crate::error::{Error, fail};
 use crate::physical_plan::{IndexChange, IndexDefinition, IndexMethod};
 use crate::session::LanceSessionCache;
-use crate::table::cloud_ddl::CloudDdlStatement;
+use crate::table::cloud_ddl::{CloudDdlStatement, index_ddl};
 use crate::table::lookup::{Target, registered_target};
-use crate::table::statement::{Maintain, NamedTable, StatementTable};
+use crate::table::maintain::Maintain;
+use crate::table::statement::{NamedTable, StatementTable};
 
 /// Plans `statement` when it is `CREATE INDEX` or `DROP INDEX` on a Lance
 /// table; `None` otherwise.
@@ -103,7 +103,7 @@ pub(crate) async fn plan_index_statement(
     let lance = match target {
         Target::Lance(lance) => lance,
         Target::Cloud(cloud) => {
-            let ddl = cloud_change(change, &reference)?;
+            let ddl = index_ddl(change, &reference.to_string())?;
             return Ok(Some(
                 LogicalPlanBuilder::scan(
                     format!("{verb}({reference})"),
@@ -135,35 +135,6 @@ pub(crate) async fn plan_index_statement(
         )?
         .build()?,
     ))
-}
-
-/// The request an index change of a `db://` table sends; options the
-/// service's request has no field for are refused here, before anything is
-/// sent.
-fn cloud_change(change: IndexChange, reference: &TableReference) -> DFResult<CloudDdl> {
-    Ok(match change {
-        IndexChange::Create(d) => {
-            if d.replace {
-                return fail!(
-                    not_supported,
-                    "CREATE INDEX on '{reference}': a LanceDB table's index is not rebuilt in \
-                     place (WITH (replace = true)); DROP INDEX {} ON {reference} first",
-                    d.name
-                );
-            }
-            let index_type = d.method.name().to_string();
-            CloudDdl::index_request(&d.column, &index_type, &d.name, &d.options)
-                .map_err(|e| e.prefixed(&format!("CREATE INDEX on '{reference}'")))?;
-            CloudDdl::CreateIndex {
-                name: d.name,
-                column: d.column,
-                index_type,
-                params: d.options,
-                if_not_exists: d.if_not_exists,
-            }
-        }
-        IndexChange::Drop { name, if_exists } => CloudDdl::DropIndex { name, if_exists },
-    })
 }
 
 /// The index a `CREATE INDEX` on a table of `schema` builds. Errors name

@@ -10,6 +10,7 @@ pub(crate) mod factory;
 pub(crate) mod index_prune;
 pub(crate) mod index_rules;
 pub(crate) mod lookup;
+pub(crate) mod maintain;
 pub(crate) mod merge;
 pub(crate) mod partition;
 pub(crate) mod pushdown;

@@ -17,9 +17,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use super::LanceTableProvider;
 use super::cloud::CloudTableProvider;
 use super::lookup::{Target, table_or_location};
-use crate::location::{TableLocation, redact_uri};
+use crate::location::TableLocation;
 use crate::physical_plan::inputs::project;
-use crate::physical_plan::{Maintenance, MaintenanceExec};
 
 /// A statement planned as a table: `DELETE`, `UPDATE`, merges, searches
 /// and the table functions. Its one home: how it plans, how it fixes the
@@ -163,81 +162,5 @@ impl TableProvider for StatementTable {
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         self.0.scan(state, projection).await
-    }
-}
-
-/// A maintenance statement (`lance_vacuum`, `lance_tag`, `lance_optimize`,
-/// `CREATE INDEX`, ...) naming its table by a string: scanning it plans a
-/// [`MaintenanceExec`] doing `work`.
-pub(crate) struct Maintain<M> {
-    /// The table or location as the query names it.
-    pub(crate) target: String,
-    /// Where it lives, once resolved (see [`crate::resolve_lance_tables`]).
-    pub(crate) location: Option<TableLocation>,
-    /// What the statement does.
-    pub(crate) work: M,
-}
-
-impl<M: Maintenance> Maintain<M> {
-    /// The statement doing `work` on `target`, as a table.
-    pub(crate) fn provider(target: impl Into<String>, work: M) -> Arc<dyn TableProvider> {
-        StatementTable::provider(Self {
-            target: target.into(),
-            location: None,
-            work,
-        })
-    }
-}
-
-impl<M: Maintenance> fmt::Debug for Maintain<M> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The target may be a location with credentials in it.
-        f.debug_struct("Maintain")
-            .field("node", &M::NODE)
-            .field("target", &redact_uri(&self.target))
-            .field("work", &self.work)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<M: Maintenance> NamedTable for Maintain<M> {
-    fn target(&self) -> &str {
-        &self.target
-    }
-
-    fn location(&self) -> Option<&TableLocation> {
-        self.location.as_ref()
-    }
-
-    fn with_location(&self, location: TableLocation) -> Self {
-        Self {
-            target: self.target.clone(),
-            location: Some(location),
-            work: self.work.clone(),
-        }
-    }
-}
-
-#[async_trait]
-impl<M: Maintenance> Statement for Maintain<M> {
-    fn schema(&self) -> SchemaRef {
-        M::schema()
-    }
-
-    async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let location = self.table_location(state).await?;
-        Ok(Arc::new(MaintenanceExec::new(location, self.work.clone())))
-    }
-
-    async fn pin(
-        &self,
-        _pinner: &mut dyn Pinner,
-        state: &dyn Session,
-    ) -> DFResult<Option<Arc<dyn TableProvider>>> {
-        self.resolved(state).await
-    }
-
-    fn changes_tables(&self) -> bool {
-        true
     }
 }

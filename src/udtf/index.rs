@@ -17,7 +17,7 @@ use super::string_args;
 use crate::error::{Error, fail};
 use crate::location::redact_uri;
 use crate::physical_plan::{IndexChange, IndexDefinition, IndexMethod};
-use crate::table::statement::Maintain;
+use crate::table::maintain::Maintain;
 
 /// SQL name of the index-building function.
 pub const CREATE_INDEX_FUNCTION_NAME: &str = "lance_create_index";

@@ -20,7 +20,7 @@ use super::string_args;
 use crate::config::{parse, parse_bool, positive};
 use crate::error::{Error, fail};
 use crate::physical_plan::OptimizeOptions;
-use crate::table::statement::Maintain;
+use crate::table::maintain::Maintain;
 
 /// SQL name of the optimisation function.
 pub const OPTIMIZE_FUNCTION_NAME: &str = "lance_optimize";

@@ -17,7 +17,7 @@ use datafusion::logical_expr::Expr;
 use super::string;
 use crate::error::fail;
 use crate::physical_plan::{TagAction, TagChange};
-use crate::table::statement::Maintain;
+use crate::table::maintain::Maintain;
 
 /// SQL name of the tag-management function.
 pub const TAG_FUNCTION_NAME: &str = "lance_tag";

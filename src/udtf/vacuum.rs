@@ -28,7 +28,7 @@ use datafusion::error::Result as DFResult;
 use super::string_args;
 use crate::error::{Error, fail};
 use crate::physical_plan::VacuumOptions;
-use crate::table::statement::Maintain;
+use crate::table::maintain::Maintain;
 
 /// SQL name of the vacuum function.
 pub const VACUUM_FUNCTION_NAME: &str = "lance_vacuum";

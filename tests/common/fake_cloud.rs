@@ -274,6 +274,9 @@ forward! {
     alter_table_add_columns(AlterTableAddColumnsRequest) -> AlterTableAddColumnsResponse;
     alter_table_alter_columns(AlterTableAlterColumnsRequest) -> AlterTableAlterColumnsResponse;
     alter_table_drop_columns(AlterTableDropColumnsRequest) -> AlterTableDropColumnsResponse;
+    create_table_tag(CreateTableTagRequest) -> CreateTableTagResponse;
+    update_table_tag(UpdateTableTagRequest) -> UpdateTableTagResponse;
+    delete_table_tag(DeleteTableTagRequest) -> DeleteTableTagResponse;
 }
 
 /// The fake service and the directory its tables live in.

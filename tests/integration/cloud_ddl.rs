@@ -303,6 +303,22 @@ async fn db_ddl_plans_round_trip_and_run_on_a_worker() {
     );
     assert_eq!(local_indices(&fake).await, vec!["id_idx|id|BTREE"]);
 
+    // A tag change, decoded and run on the worker.
+    let plan = physical(
+        &ctx,
+        "SELECT * FROM lance_tag('cloud', 'create', 'made_there', 2)",
+    )
+    .await;
+    let (worker, decoded) = on_worker(&plan);
+    let out = collect(decoded, worker.task_ctx()).await.unwrap();
+    assert_eq!(sorted_rows(&out), vec!["made_there|2"]);
+    assert_eq!(
+        rows(&ctx, "SELECT tag, version FROM lance_tags('cloud')")
+            .await
+            .unwrap(),
+        vec!["made_there|2"]
+    );
+
     // The statement in a logical plan, decoded and run elsewhere.
     let carrying = LanceLogicalCodec::new().with_storage_options_in_plan(true);
     for statement in [

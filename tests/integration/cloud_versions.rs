@@ -100,3 +100,116 @@ async fn time_travel_and_tags_resolve_through_the_service() {
         "{err}"
     );
 }
+
+/// `lance_tag` on a `db://` table is the service's tag request (no new
+/// version); `lance_create_index` is its `create_index`; compaction and
+/// cleanup are the service's own and refused by name, before any request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tag_and_index_functions_go_to_the_service_and_maintenance_is_refused() {
+    let (fake, ctx) = setup().await;
+    ok(
+        &ctx,
+        "INSERT INTO cloud VALUES (5000, 1.0, 'x', true, NULL)",
+    )
+    .await;
+    let explained = rows(
+        &ctx,
+        "EXPLAIN SELECT * FROM lance_tag('cloud', 'create', 'first', 2)",
+    )
+    .await
+    .unwrap()
+    .join("\n");
+    assert!(
+        explained
+            .contains("CloudDdlExec: table=db://mydb/numbers, tag=first, action=create, version=2"),
+        "{explained}"
+    );
+    assert_eq!(
+        rows(&ctx, "SELECT * FROM lance_tags('cloud')")
+            .await
+            .unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        rows(
+            &ctx,
+            "SELECT * FROM lance_tag('cloud', 'create', 'first', 2)"
+        )
+        .await
+        .unwrap(),
+        vec!["first|2"]
+    );
+    assert_eq!(
+        rows(&ctx, "SELECT * FROM lance_tag('cloud', 'create', 'latest')")
+            .await
+            .unwrap(),
+        vec!["latest|3"]
+    );
+    assert_eq!(
+        rows(
+            &ctx,
+            "SELECT * FROM lance_tag('cloud', 'update', 'first', 1)"
+        )
+        .await
+        .unwrap(),
+        vec!["first|1"]
+    );
+    assert_eq!(
+        rows(&ctx, "SELECT tag, version FROM lance_tags('cloud')")
+            .await
+            .unwrap(),
+        vec!["first|1", "latest|3"]
+    );
+    assert_eq!(
+        rows(&ctx, "SELECT count(*) FROM cloud VERSION AS OF 'latest'")
+            .await
+            .unwrap(),
+        vec!["942"]
+    );
+    assert_eq!(
+        rows(&ctx, "SELECT * FROM lance_tag('cloud', 'delete', 'first')")
+            .await
+            .unwrap(),
+        vec!["first|NULL"]
+    );
+    let err = rows(&ctx, "SELECT * FROM lance_tag('cloud', 'create', 'latest')")
+        .await
+        .unwrap_err();
+    assert!(err.contains("create_tag failed"), "{err}");
+    // Tags make no version.
+    assert_eq!(
+        rows(&ctx, "SELECT count(*) FROM lance_versions('cloud')")
+            .await
+            .unwrap(),
+        vec!["3"]
+    );
+
+    assert_eq!(
+        rows(
+            &ctx,
+            "SELECT * FROM lance_create_index('cloud', 'id_idx', 'id', 'BTREE')"
+        )
+        .await
+        .unwrap(),
+        vec!["id_idx|created|4"]
+    );
+    fake.clear_log();
+    for function in ["lance_vacuum", "lance_optimize"] {
+        let err = rows(&ctx, &format!("SELECT * FROM {function}('cloud')"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains(&format!(
+                "'cloud' is a LanceDB table (db://): {function} is not supported for it"
+            )),
+            "{err}"
+        );
+    }
+    assert!(
+        fake.log()
+            .iter()
+            .all(|r| r.contains("describe") || r.contains("list")),
+        "{:?}",
+        fake.log()
+    );
+}

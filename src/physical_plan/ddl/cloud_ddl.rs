@@ -1,6 +1,7 @@
-//! [`CloudDdlExec`]: `CREATE INDEX` / `DROP INDEX` and `ALTER TABLE` on a
-//! LanceDB Cloud or Enterprise table (`db://`), each one request the service
-//! carries out when executed; planning, and so `EXPLAIN`, sends nothing.
+//! [`CloudDdlExec`]: `CREATE INDEX` / `DROP INDEX`, `ALTER TABLE` and
+//! `lance_tag` on a LanceDB Cloud or Enterprise table (`db://`), each one
+//! request the service carries out when executed; planning, and so
+//! `EXPLAIN`, sends nothing.
 
 use std::fmt;
 use std::sync::Arc;
@@ -15,9 +16,11 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 
 use super::alter::alter_schema;
 use super::index::index_schema;
+use crate::cloud::ddl::{Subject, TagAction};
 use crate::cloud::{CloudClient, CloudDdl, CloudTable};
 use crate::error::Result;
 use crate::physical_plan::one_row::one_row_properties;
+use crate::physical_plan::tag::tag_schema;
 
 /// Everything a [`CloudDdlExec`] does, as plain data.
 #[derive(Debug, Clone)]
@@ -52,13 +55,13 @@ impl CloudDdlExec {
     }
 }
 
-/// The one-row report of `ddl`: as `CREATE INDEX` or `ALTER TABLE` on a
-/// local table reports.
+/// The one-row report of `ddl`: as `CREATE INDEX`, `ALTER TABLE` or
+/// `lance_tag` on a local table reports.
 pub(crate) fn ddl_schema(ddl: &CloudDdl) -> SchemaRef {
-    if ddl.is_index() {
-        index_schema()
-    } else {
-        alter_schema()
+    match ddl.subject_kind() {
+        Subject::Index => index_schema(),
+        Subject::Column => alter_schema(),
+        Subject::Tag => tag_schema(),
     }
 }
 
@@ -132,6 +135,21 @@ impl DisplayAs for CloudDdlExec {
                     write!(f, "{sep}nullable={n}")?;
                 }
             }
+            CloudDdl::Tag {
+                action,
+                tag,
+                version,
+            } => {
+                let action = match action {
+                    TagAction::Create => "create",
+                    TagAction::Update => "update",
+                    TagAction::Delete => "delete",
+                };
+                write!(f, "tag={tag}{sep}action={action}")?;
+                if let Some(v) = version {
+                    write!(f, "{sep}version={v}")?;
+                }
+            }
         }
         Ok(())
     }
@@ -177,24 +195,30 @@ impl ExecutionPlan for CloudDdlExec {
 
 async fn apply(parts: &CloudDdlParts) -> Result<RecordBatch> {
     let client = CloudClient::connect(&parts.table)?;
-    let statement = if parts.ddl.is_index() {
-        format!("{} on {}", parts.ddl.request(), parts.name)
-    } else {
-        format!("ALTER TABLE {}", parts.name)
+    let statement = match parts.ddl.subject_kind() {
+        Subject::Index => format!("{} on {}", parts.ddl.request(), parts.name),
+        Subject::Column => format!("ALTER TABLE {}", parts.name),
+        Subject::Tag => format!("lance_tag on {}", parts.name),
     };
-    let action = client
+    let applied = client
         .apply(&parts.ddl)
         .await
         .map_err(|e| e.prefixed(&statement))?;
+    let subject = Arc::new(StringArray::from(vec![parts.ddl.subject().to_string()]));
+    let schema = ddl_schema(&parts.ddl);
+    if parts.ddl.subject_kind() == Subject::Tag {
+        let version = Arc::new(UInt64Array::from(vec![applied.tag_version]));
+        return Ok(RecordBatch::try_new(schema, vec![subject, version])?);
+    }
     let (version, _) = client
         .describe(None)
         .await
-        .map_err(|e| e.prefixed(&format!("{statement} ({action})")))?;
+        .map_err(|e| e.prefixed(&format!("{statement} ({})", applied.action)))?;
     Ok(RecordBatch::try_new(
-        ddl_schema(&parts.ddl),
+        schema,
         vec![
-            Arc::new(StringArray::from(vec![parts.ddl.subject().to_string()])),
-            Arc::new(StringArray::from(vec![action])),
+            subject,
+            Arc::new(StringArray::from(vec![applied.action])),
             Arc::new(UInt64Array::from(vec![version])),
         ],
     )?)
