@@ -200,12 +200,23 @@ impl CloudClient {
     /// bodies or answers LanceDB's service spells otherwise than the
     /// namespace model.
     async fn post(&self, request: &str, what: &str, body: Vec<u8>) -> Result<bytes::Bytes> {
+        self.post_as(RetryClass::Read, request, what, body).await
+    }
+
+    /// [`Self::post`], retried as `class`.
+    pub(super) async fn post_as(
+        &self,
+        class: RetryClass,
+        request: &str,
+        what: &str,
+        body: Vec<u8>,
+    ) -> Result<bytes::Bytes> {
         let url = format!(
             "{}/v1/table/{}/{what}/",
             self.config.base_path,
             apis::urlencode(&self.id)
         );
-        self.send(request, RetryClass::Read, || async {
+        self.send(request, class, || async {
             let mut sent = self
                 .config
                 .client

@@ -13,6 +13,7 @@ use lance_namespace::apis::table_api;
 use lance_namespace::models;
 
 use super::client::CloudClient;
+use super::dialect::lancedb_index_request;
 use super::retry::RetryClass;
 use crate::error::{Error, Result};
 
@@ -146,10 +147,14 @@ impl CloudDdl {
         name: &str,
         params: &[(String, String)],
     ) -> Result<models::CreateTableIndexRequest> {
-        let mut request = models::CreateTableIndexRequest::new(
-            column.to_string(),
-            index_type.to_ascii_uppercase(),
-        );
+        // The type as LanceDB's clients spell it (Lance's namespace server
+        // reads both spellings).
+        let index_type = match index_type.to_ascii_uppercase().as_str() {
+            "INVERTED" => "FTS".to_string(),
+            "BLOOMFILTER" => "BLOOM_FILTER".to_string(),
+            other => other.to_string(),
+        };
+        let mut request = models::CreateTableIndexRequest::new(column.to_string(), index_type);
         request.name = Some(name.to_string());
         for (key, value) in params {
             let int = |v: &str| {
@@ -239,10 +244,12 @@ impl CloudClient {
                     )));
                 }
                 let body = CloudDdl::index_request(column, index_type, name, params)?;
-                self.send(request, RetryClass::Append, || {
-                    table_api::create_table_index(self.config(), self.id(), body.clone(), None)
-                })
-                .await?;
+                let body = lancedb_index_request(&body).map_err(|e| Error::Cloud {
+                    message: format!("LanceDB table '{}': encoding {request}: {e}", self.table()),
+                    status: None,
+                })?;
+                self.post_as(RetryClass::Append, request, "create_index", body)
+                    .await?;
                 Ok("created")
             }
             CloudDdl::DropIndex { name, if_exists } => {
@@ -416,6 +423,18 @@ mod tests {
             (r.index_type.as_str(), r.distance_type.as_deref()),
             ("IVF_PQ", Some("cosine"))
         );
+        let body: serde_json::Value =
+            serde_json::from_slice(&lancedb_index_request(&r).unwrap()).unwrap();
+        assert_eq!(
+            (
+                &body["column"],
+                &body["metric_type"],
+                &body["distance_type"]
+            ),
+            (&"v".into(), &"cosine".into(), &"cosine".into())
+        );
+        let fts = CloudDdl::index_request("t", "INVERTED", "t_idx", &[]).unwrap();
+        assert_eq!(fts.index_type, "FTS");
         assert_eq!((r.num_partitions, r.with_position), (Some(4), Some(true)));
         let bad = vec![("shards".to_string(), "2".to_string())];
         let e = CloudDdl::index_request("v", "BTREE", "i", &bad).unwrap_err();

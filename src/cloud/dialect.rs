@@ -1,7 +1,7 @@
 //! Where LanceDB's service spells a request or an answer otherwise than
-//! Lance's namespace model (which the generated client speaks): queries go
-//! as LanceDB's own clients send them, and index lists are read requiring
-//! only what every service version gives.
+//! Lance's namespace model (which the generated client speaks): queries and
+//! index builds go as LanceDB's own clients send them, and index lists are
+//! read requiring only what every service version gives.
 
 use lance_namespace::models;
 
@@ -69,6 +69,21 @@ pub(super) fn lancedb_query(request: &models::QueryTableRequest) -> serde_json::
         if let Some(columns) = columns {
             object.insert("columns".to_string(), columns);
         }
+    }
+    serde_json::to_vec(&value)
+}
+
+/// A `create_index` body as LanceDB's clients send it: the namespace
+/// model's fields, with the metric also as `metric_type` (LanceDB's
+/// spelling; Lance's namespace server reads `distance_type`).
+pub(super) fn lancedb_index_request(
+    request: &models::CreateTableIndexRequest,
+) -> serde_json::Result<Vec<u8>> {
+    let mut value = serde_json::to_value(request)?;
+    if let Some(object) = value.as_object_mut()
+        && let Some(metric) = object.get("distance_type").cloned()
+    {
+        object.insert("metric_type".to_string(), metric);
     }
     serde_json::to_vec(&value)
 }
