@@ -19,15 +19,12 @@ use lance_namespace::models;
 
 use super::address::CloudAddress;
 pub(crate) use super::dialect::ListedIndex;
-use super::dialect::{index_page, lancedb_query};
+use super::dialect::lancedb_query;
 use super::ipc;
 use super::options::CloudTable;
 pub(crate) use super::retry::RetryClass;
 use super::retry::{Failure, backoff};
 use crate::error::{Error, Result};
-
-/// The most pages one listing reads.
-const MAX_PAGES: usize = 10_000;
 
 /// What a `merge_insert` request does with matched and unmatched rows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -199,7 +196,12 @@ impl CloudClient {
     /// as one) and returns the answer's bytes. For the requests whose
     /// bodies or answers LanceDB's service spells otherwise than the
     /// namespace model.
-    async fn post(&self, request: &str, what: &str, body: Vec<u8>) -> Result<bytes::Bytes> {
+    pub(super) async fn post(
+        &self,
+        request: &str,
+        what: &str,
+        body: Vec<u8>,
+    ) -> Result<bytes::Bytes> {
         self.post_as(RetryClass::Read, request, what, body).await
     }
 
@@ -386,110 +388,6 @@ impl CloudClient {
         })
     }
 
-    /// Every version of the table: its number and commit time (ms since
-    /// the epoch, when the service says), oldest first.
-    pub(crate) async fn versions(&self) -> Result<Vec<(u64, Option<i64>)>> {
-        let mut versions = Vec::new();
-        let mut token: Option<String> = None;
-        // Pages are bounded: a service that keeps answering with a token
-        // cannot keep the statement forever.
-        for _ in 0..MAX_PAGES {
-            let answer = self
-                .send("list_versions", RetryClass::Read, || {
-                    table_api::list_table_versions(
-                        &self.config,
-                        &self.id,
-                        None,
-                        None,
-                        token.as_deref(),
-                        None,
-                        None,
-                    )
-                })
-                .await?;
-            for v in answer.versions {
-                let number = u64::try_from(v.version)
-                    .map_err(|_| self.unreadable("list_versions", "a negative version"))?;
-                versions.push((number, v.timestamp_millis));
-            }
-            match answer.page_token.filter(|t| !t.is_empty()) {
-                Some(next) => token = Some(next),
-                None => {
-                    versions.sort_unstable();
-                    return Ok(versions);
-                }
-            }
-        }
-        Err(self.unreadable("list_versions", &format!("more than {MAX_PAGES} pages")))
-    }
-
-    /// Every tag of the table and the version it names, by name.
-    pub(crate) async fn tags(&self) -> Result<Vec<(String, u64)>> {
-        let mut tags = Vec::new();
-        let mut token: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let answer = self
-                .send("list_tags", RetryClass::Read, || {
-                    table_api::list_table_tags(&self.config, &self.id, None, token.as_deref(), None)
-                })
-                .await?;
-            for (name, contents) in answer.tags {
-                let version = u64::try_from(contents.version)
-                    .map_err(|_| self.unreadable("list_tags", "a negative version"))?;
-                tags.push((name, version));
-            }
-            match answer.page_token.filter(|t| !t.is_empty()) {
-                Some(next) => token = Some(next),
-                None => {
-                    tags.sort();
-                    return Ok(tags);
-                }
-            }
-        }
-        Err(self.unreadable("list_tags", &format!("more than {MAX_PAGES} pages")))
-    }
-
-    /// The indices of `version`: name, type (as the service spells it: an
-    /// `index_type` such as `BTREE`, and a type URL when it gives one) and
-    /// columns; `None` when the answer is no index list this reads (only a
-    /// name and columns are required of each index).
-    pub(crate) async fn indices(&self, version: u64) -> Result<Option<Vec<ListedIndex>>> {
-        let mut indices = Vec::new();
-        let mut token: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let mut request = serde_json::json!({ "version": version });
-            if let Some(token) = &token {
-                request["page_token"] = serde_json::Value::String(token.clone());
-            }
-            let body = serde_json::to_vec(&request).unwrap_or_default();
-            let answer = self.post("list_indices", "index/list", body).await?;
-            let Some(page) = index_page(&answer) else {
-                return Ok(None);
-            };
-            indices.extend(page.0);
-            match page.1 {
-                Some(next) => token = Some(next),
-                None => return Ok(Some(indices)),
-            }
-        }
-        Err(self.unreadable("list_indices", &format!("more than {MAX_PAGES} pages")))
-    }
-
-    /// The version tag `tag` names.
-    pub(crate) async fn tag_version(&self, tag: &str) -> Result<u64> {
-        let request = models::GetTableTagVersionRequest {
-            tag: tag.to_string(),
-            ..Default::default()
-        };
-        let answer = self
-            .send("tag_version", RetryClass::Read, || {
-                table_api::get_table_tag_version(&self.config, &self.id, request.clone(), None)
-            })
-            .await?;
-        u64::try_from(answer.version)
-            .map_err(|_| self.unreadable("tag_version", "a negative version"))
-    }
-
     /// Drops the table (`Ok(false)` when there is none).
     pub(crate) async fn drop_table(&self) -> Result<bool> {
         let dropped = self
@@ -576,7 +474,7 @@ impl CloudClient {
         }
     }
 
-    fn unreadable(&self, request: &str, why: &str) -> Error {
+    pub(super) fn unreadable(&self, request: &str, why: &str) -> Error {
         Error::Cloud {
             message: format!(
                 "LanceDB table '{}': unreadable answer to {request}: {why}",

@@ -6,7 +6,8 @@
 //! * [`options`]: `OPTIONS (...)` keys, the `LANCEDB_*` variables, and
 //!   [`CloudTable`], the plain data nodes carry;
 //! * [`client`]: the requests and their errors;
-//! * [`ddl`]: index and column changes ([`CloudDdl`]);
+//! * [`ddl`]: index, column and tag changes ([`CloudDdl`]);
+//! * [`listing`]: versions, tags and indices, as the service lists them;
 //! * [`dialect`]: where LanceDB's service spells requests and answers
 //!   otherwise than Lance's namespace model;
 //! * [`retry`]: which failures are retried, by request class;
@@ -19,6 +20,7 @@ pub(crate) mod client;
 pub(crate) mod ddl;
 pub(crate) mod dialect;
 pub(crate) mod ipc;
+pub(crate) mod listing;
 pub(crate) mod options;
 pub(crate) mod retry;
 pub(crate) mod schema;

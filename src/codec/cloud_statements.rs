@@ -11,8 +11,9 @@ use datafusion::execution::TaskContext;
 use datafusion_proto::protobuf::LogicalPlanNode;
 
 use super::cloud::CloudProviderMessage;
+use super::envelope::provider::Table;
 use super::logical::LanceLogicalCodec;
-use super::proto::{self, provider::Table};
+use super::proto;
 use super::{decode_merge_options, encode_merge_options, malformed, required};
 use crate::table::cloud_ddl::CloudDdlStatement;
 use crate::table::cloud_dml::CloudDml;

@@ -17,11 +17,12 @@ use datafusion_proto::protobuf::LogicalPlanNode;
 use prost::Message;
 
 use super::alter::{decode_alter, encode_alter};
+use super::envelope::{self, provider::Table};
 use super::maintenance::{
     decode_index, decode_optimize, decode_tag, decode_vacuum, encode_index, encode_optimize,
     encode_tag, encode_vacuum,
 };
-use super::proto::{self, provider::Table};
+use super::proto;
 use super::search::{decode_query, decode_text, encode_query, encode_text};
 use super::{
     StoragePolicy, check_format, decode_merge_options, decode_schema, decode_snapshot,
@@ -388,7 +389,7 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
         schema: SchemaRef,
         ctx: &TaskContext,
     ) -> DFResult<Arc<dyn TableProvider>> {
-        let message = match proto::Provider::decode(buf) {
+        let message = match envelope::Provider::decode(buf) {
             Ok(message) if message.table.is_some() => message,
             // Not a Lance provider.
             _ => {
@@ -504,7 +505,7 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
     ) -> DFResult<()> {
         match self.encode_provider(node.as_ref())? {
             Some(table) => encode_message(
-                &proto::Provider {
+                &envelope::Provider {
                     format: proto::FORMAT,
                     table: Some(table),
                 },

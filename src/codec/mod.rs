@@ -59,6 +59,7 @@ mod alter;
 mod cloud;
 mod cloud_ddl;
 mod cloud_statements;
+mod envelope;
 mod logical;
 mod maintenance;
 mod physical;

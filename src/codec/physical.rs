@@ -19,11 +19,12 @@ use datafusion_proto::protobuf::PhysicalSortExprNodeCollection;
 use prost::Message;
 
 use super::alter::{decode_alter, encode_alter};
+use super::envelope::{self, physical_node::Node};
 use super::maintenance::{
     decode_index, decode_optimize, decode_tag, decode_vacuum, encode_index, encode_optimize,
     encode_tag, encode_vacuum,
 };
-use super::proto::{self, physical_node::Node};
+use super::proto;
 use super::search::{decode_search, encode_search};
 use super::{
     StoragePolicy, check_format, decode_kind, decode_merge_options, decode_output, decode_schema,
@@ -273,7 +274,7 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
         inputs: &[Arc<dyn ExecutionPlan>],
         ctx: &TaskContext,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let message = proto::PhysicalNode::decode(buf).map_err(malformed)?;
+        let message = envelope::PhysicalNode::decode(buf).map_err(malformed)?;
         check_format(message.format)?;
         let s = &self.storage;
         let input = |node| single_input(inputs, node);
@@ -373,7 +374,7 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
     fn try_encode(&self, node: Arc<dyn ExecutionPlan>, buf: &mut Vec<u8>) -> DFResult<()> {
         match self.encode_node(node.as_ref())? {
             Some(node) => encode_message(
-                &proto::PhysicalNode {
+                &envelope::PhysicalNode {
                     format: proto::FORMAT,
                     node: Some(node),
                 },

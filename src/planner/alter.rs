@@ -37,15 +37,13 @@ use datafusion::sql::sqlparser::ast::{
     DataType as SqlType, Expr as SqlExpr, ExprWithAlias, GeneratedExpressionMode, Statement, Value,
 };
 
-use crate::cloud::CloudDdl;
-use crate::cloud::ddl::json_type;
 use crate::error::{Error, fail};
 use crate::physical_plan::alter::default_text;
 use crate::physical_plan::{NewValues, SchemaChange};
 use crate::session::LanceSessionCache;
 use crate::table::LanceTableProvider;
 use crate::table::cloud::CloudTableProvider;
-use crate::table::cloud_ddl::CloudDdlStatement;
+use crate::table::cloud_ddl::{CloudDdlStatement, alter_ddl};
 use crate::table::create::storable_type;
 use crate::table::lookup::{Target, registered_target};
 use crate::table::maintain::Maintain;
@@ -80,7 +78,7 @@ pub(crate) async fn plan_alter_table(
                 schema: cloud.schema(),
                 idents: IdentNormalizer::new(normalize),
             };
-            let ddl = cloud_alter(planner.change(alter)?, &reference)?;
+            let ddl = alter_ddl(planner.change(alter)?, &reference.to_string())?;
             return Ok(Some(
                 LogicalPlanBuilder::scan(
                     format!("alter_table({reference})"),
@@ -490,109 +488,6 @@ impl Planner<'_> {
         }
         Ok(expr)
     }
-}
-
-/// The request a schema change of a `db://` table sends: the service adds
-/// a column from a Lance SQL expression and alters a column's name, type or
-/// nullability; what it cannot express (a stored `DEFAULT`, a value without
-/// an exact Lance SQL form, a new `NOT NULL` column) is refused here, before
-/// anything is sent.
-fn cloud_alter(change: SchemaChange, t: &TableReference) -> DFResult<CloudDdl> {
-    let refuse = |what: String| -> DFResult<CloudDdl> {
-        fail!(
-            not_supported,
-            "ALTER TABLE '{t}': {what} on a LanceDB table (db://), whose service stores no \
-             column defaults and computes new columns from Lance SQL"
-        )
-    };
-    Ok(match change {
-        SchemaChange::AddColumn {
-            column,
-            data_type,
-            nullable,
-            values,
-            if_not_exists,
-        } => {
-            if !nullable {
-                return refuse(format!("column '{column}' cannot be added NOT NULL"));
-            }
-            let Some(sql_type) = lance_sql_type(&data_type) else {
-                return refuse(format!(
-                    "column '{column}' of type {data_type} cannot be added (Lance SQL casts to \
-                     integers, floats, strings, booleans and dates)"
-                ));
-            };
-            let value = match values {
-                NewValues::Null => "NULL".to_string(),
-                NewValues::Default(_) => {
-                    return refuse(format!(
-                        "column '{column}': DEFAULT is not supported (AS (<constant>) fills \
-                         the existing rows)"
-                    ));
-                }
-                NewValues::Computed(expr) => match crate::cloud::assignment_to_lance_sql(&expr) {
-                    Some(sql) => sql,
-                    None => {
-                        return refuse(format!(
-                            "column '{column}': AS ({expr}) has no exact Lance SQL form"
-                        ));
-                    }
-                },
-            };
-            CloudDdl::AddColumn {
-                name: column,
-                expression: format!("CAST({value} AS {sql_type})"),
-                if_not_exists,
-            }
-        }
-        SchemaChange::DropColumn { column, if_exists } => CloudDdl::DropColumn {
-            name: column,
-            if_exists,
-        },
-        SchemaChange::RenameColumn { from, to } => CloudDdl::AlterColumn {
-            column: from,
-            rename: Some(to),
-            data_type: None,
-            nullable: None,
-        },
-        SchemaChange::SetType { column, data_type } => match json_type(&data_type) {
-            Some(json) => CloudDdl::AlterColumn {
-                column,
-                rename: None,
-                data_type: Some(json),
-                nullable: None,
-            },
-            None => return refuse(format!("column '{column}' cannot become {data_type}")),
-        },
-        SchemaChange::DropNotNull { column } => CloudDdl::AlterColumn {
-            column,
-            rename: None,
-            data_type: None,
-            nullable: Some(true),
-        },
-        SchemaChange::SetDefault { column, .. } => {
-            return refuse(format!(
-                "column '{column}': SET / DROP DEFAULT is not supported"
-            ));
-        }
-    })
-}
-
-/// The Lance SQL name of `data_type` in a `CAST`, for the types whose
-/// spelling reads back as the same Arrow type.
-fn lance_sql_type(data_type: &DataType) -> Option<&'static str> {
-    Some(match data_type {
-        DataType::Boolean => "BOOLEAN",
-        DataType::Int8 => "TINYINT",
-        DataType::Int16 => "SMALLINT",
-        DataType::Int32 => "INT",
-        DataType::Int64 => "BIGINT",
-        DataType::Float32 => "FLOAT",
-        DataType::Float64 => "DOUBLE",
-        DataType::Utf8 => "STRING",
-        DataType::Date32 => "DATE",
-        _ => return None,
-    })
 }
 
 /// Runs the `ALTER TABLE` `plan` changing `target` now, then registers the

@@ -2,12 +2,14 @@
 //! `lance_tag` (and `lance_create_index` / `lance_drop_index`) on a `db://`
 //! table, planned into one [`CloudDdlExec`] (one request when run). The
 //! table functions name their table by a string: [`cloud_work`] turns what
-//! such a statement does into the request, or refuses it by name.
+//! such a statement does into the request, or refuses it by name;
+//! [`index_ddl`] and [`alter_ddl`] do so for planned index and schema
+//! changes, refusing what the service cannot express before any request.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::catalog::Session;
 use datafusion::error::Result as DFResult;
 use datafusion::physical_plan::ExecutionPlan;
@@ -15,10 +17,10 @@ use datafusion::physical_plan::ExecutionPlan;
 use super::cloud::CloudTableProvider;
 use super::statement::Statement;
 use crate::cloud::CloudDdl;
-use crate::cloud::ddl::TagAction;
+use crate::cloud::ddl::{TagAction, json_type};
 use crate::error::{Error, Result};
 use crate::physical_plan::cloud_ddl::{CloudDdlExec, CloudDdlParts, ddl_schema};
-use crate::physical_plan::{IndexChange, Maintenance, TagChange};
+use crate::physical_plan::{IndexChange, Maintenance, NewValues, SchemaChange, TagChange};
 
 /// An index or column change of a `db://` table (a [`Statement`] returning
 /// one row: the index or column, what was done, the version after).
@@ -129,4 +131,106 @@ pub(crate) fn cloud_work<M: Maintenance>(work: &M, reference: &str) -> Result<Cl
         "'{reference}' is a LanceDB table (db://): {function} is not supported for it (the \
          service compacts and cleans up its tables itself)"
     )))
+}
+
+/// The request a schema change of a `db://` table sends: the service adds
+/// a column from a Lance SQL expression and alters a column's name, type or
+/// nullability; what it cannot express (a stored `DEFAULT`, a value without
+/// an exact Lance SQL form, a new `NOT NULL` column) is refused here, before
+/// anything is sent.
+pub(crate) fn alter_ddl(change: SchemaChange, t: &str) -> Result<CloudDdl> {
+    let refuse = |what: String| -> Result<CloudDdl> {
+        Err(Error::not_supported(format!(
+            "ALTER TABLE '{t}': {what} on a LanceDB table (db://), whose service stores no \
+             column defaults and computes new columns from Lance SQL"
+        )))
+    };
+    Ok(match change {
+        SchemaChange::AddColumn {
+            column,
+            data_type,
+            nullable,
+            values,
+            if_not_exists,
+        } => {
+            if !nullable {
+                return refuse(format!("column '{column}' cannot be added NOT NULL"));
+            }
+            let Some(sql_type) = lance_sql_type(&data_type) else {
+                return refuse(format!(
+                    "column '{column}' of type {data_type} cannot be added (Lance SQL casts to \
+                     integers, floats, strings, booleans and dates)"
+                ));
+            };
+            let value = match values {
+                NewValues::Null => "NULL".to_string(),
+                NewValues::Default(_) => {
+                    return refuse(format!(
+                        "column '{column}': DEFAULT is not supported (AS (<constant>) fills \
+                         the existing rows)"
+                    ));
+                }
+                NewValues::Computed(expr) => match crate::cloud::assignment_to_lance_sql(&expr) {
+                    Some(sql) => sql,
+                    None => {
+                        return refuse(format!(
+                            "column '{column}': AS ({expr}) has no exact Lance SQL form"
+                        ));
+                    }
+                },
+            };
+            CloudDdl::AddColumn {
+                name: column,
+                expression: format!("CAST({value} AS {sql_type})"),
+                if_not_exists,
+            }
+        }
+        SchemaChange::DropColumn { column, if_exists } => CloudDdl::DropColumn {
+            name: column,
+            if_exists,
+        },
+        SchemaChange::RenameColumn { from, to } => CloudDdl::AlterColumn {
+            column: from,
+            rename: Some(to),
+            data_type: None,
+            nullable: None,
+        },
+        SchemaChange::SetType { column, data_type } => match json_type(&data_type) {
+            Some(json) => CloudDdl::AlterColumn {
+                column,
+                rename: None,
+                data_type: Some(json),
+                nullable: None,
+            },
+            None => return refuse(format!("column '{column}' cannot become {data_type}")),
+        },
+        SchemaChange::DropNotNull { column } => CloudDdl::AlterColumn {
+            column,
+            rename: None,
+            data_type: None,
+            nullable: Some(true),
+        },
+        SchemaChange::SetDefault { column, .. } => {
+            return refuse(format!(
+                "column '{column}': SET / DROP DEFAULT is not supported"
+            ));
+        }
+    })
+}
+
+/// The Lance SQL name of `data_type` in a `CAST`, for the types whose
+/// spelling reads back as the same Arrow type.
+fn lance_sql_type(data_type: &DataType) -> Option<&'static str> {
+    Some(match data_type {
+        DataType::Boolean => "BOOLEAN",
+        DataType::Int8 => "TINYINT",
+        DataType::Int16 => "SMALLINT",
+        DataType::Int32 => "INT",
+        DataType::Int64 => "BIGINT",
+        DataType::Float32 => "FLOAT",
+        DataType::Float64 => "DOUBLE",
+        DataType::Utf8 => "STRING",
+        DataType::Date32 => "DATE",
+        _ => return None,
+    })
 }

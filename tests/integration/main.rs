@@ -14,6 +14,7 @@ mod api;
 mod catalog;
 mod cli;
 mod cloud;
+mod cloud_catalog;
 mod cloud_changes;
 mod cloud_ddl;
 mod cloud_indexes;
