@@ -77,19 +77,28 @@ pub(crate) enum Subject {
     Tag,
 }
 
-/// What a change did: the action (`created`, `dropped`, ..., `unchanged`),
-/// and for a tag the version it points to afterwards.
+/// What a change did: the action (`created`, `dropped`, ..., `unchanged`)
+/// and the version the service reports: for a tag the version it points
+/// to, for a column change the version it made (`None` when the answer
+/// gives none: an index change, an old service, nothing changed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Applied {
     pub action: &'static str,
-    pub tag_version: Option<u64>,
+    pub version: Option<u64>,
 }
 
 impl Applied {
     fn did(action: &'static str) -> Self {
         Self {
             action,
-            tag_version: None,
+            version: None,
+        }
+    }
+
+    fn made(action: &'static str, version: i64) -> Self {
+        Self {
+            action,
+            version: u64::try_from(version).ok().filter(|v| *v > 0),
         }
     }
 }
@@ -194,17 +203,17 @@ impl CloudDdl {
     }
 }
 
-/// `data_type` in Lance's JSON form, as `alter_columns` takes it; `None`
-/// for a type that form spells with child fields (lists, structs).
+/// The name of `data_type` in Lance's JSON form, as `alter_columns` takes
+/// it; `None` for a type that name alone does not give back whole
+/// (decimals, timestamps with a unit or zone, lists, structs, ...), which
+/// is refused before any request.
 pub(crate) fn json_type(data_type: &DataType) -> Option<String> {
     let schema = Schema::new(vec![Field::new("c", data_type.clone(), true)]);
     let json = lance_namespace::schema::arrow_schema_to_json(&schema).ok()?;
-    let field = json.fields.into_iter().next()?;
-    let kind = *field.r#type;
-    match kind.fields {
-        Some(children) if !children.is_empty() => None,
-        _ => Some(kind.r#type),
-    }
+    let name = json.fields.into_iter().next()?.r#type.r#type;
+    let bare = models::JsonArrowDataType::new(name.clone());
+    let back = lance_namespace::schema::convert_json_arrow_type(&bare).ok()?;
+    (back == *data_type).then_some(name)
 }
 
 impl CloudClient {
@@ -220,11 +229,10 @@ impl CloudClient {
         {
             return self.tag(request, *action, tag, *version).await;
         }
-        let action = self.change(request, ddl).await?;
-        Ok(Applied::did(action))
+        self.change(request, ddl).await
     }
 
-    async fn change(&self, request: &str, ddl: &CloudDdl) -> Result<&'static str> {
+    async fn change(&self, request: &str, ddl: &CloudDdl) -> Result<Applied> {
         match ddl {
             CloudDdl::CreateIndex {
                 name,
@@ -235,7 +243,7 @@ impl CloudClient {
             } => {
                 if self.has_index(name).await? {
                     if *if_not_exists {
-                        return Ok("unchanged");
+                        return Ok(Applied::did("unchanged"));
                     }
                     return Err(Error::already_exists(format!(
                         "creating index '{name}' of '{}': an index of that name exists; use \
@@ -250,12 +258,12 @@ impl CloudClient {
                 })?;
                 self.post_as(RetryClass::Append, request, "create_index", body)
                     .await?;
-                Ok("created")
+                Ok(Applied::did("created"))
             }
             CloudDdl::DropIndex { name, if_exists } => {
                 if !self.has_index(name).await? {
                     if *if_exists {
-                        return Ok("unchanged");
+                        return Ok(Applied::did("unchanged"));
                     }
                     return Err(Error::not_found(format!(
                         "dropping index '{name}' of '{}': the table has no index of that name",
@@ -266,7 +274,7 @@ impl CloudClient {
                     table_api::drop_table_index(self.config(), self.id(), name, None, None)
                 })
                 .await?;
-                Ok("dropped")
+                Ok(Applied::did("dropped"))
             }
             CloudDdl::AddColumn {
                 name,
@@ -275,7 +283,7 @@ impl CloudClient {
             } => {
                 if self.has_column(name).await? {
                     if *if_not_exists {
-                        return Ok("unchanged");
+                        return Ok(Applied::did("unchanged"));
                     }
                     return Err(Error::already_exists(format!(
                         "ALTER TABLE '{}': column '{name}' exists",
@@ -285,16 +293,22 @@ impl CloudClient {
                 let mut entry = models::AddColumnsEntry::new(name.clone());
                 entry.expression = Some(Some(expression.clone()));
                 let body = models::AlterTableAddColumnsRequest::new(vec![entry]);
-                self.send(request, RetryClass::Append, || {
-                    table_api::alter_table_add_columns(self.config(), self.id(), body.clone(), None)
-                })
-                .await?;
-                Ok("added")
+                let answer = self
+                    .send(request, RetryClass::Append, || {
+                        table_api::alter_table_add_columns(
+                            self.config(),
+                            self.id(),
+                            body.clone(),
+                            None,
+                        )
+                    })
+                    .await?;
+                Ok(Applied::made("added", answer.version))
             }
             CloudDdl::DropColumn { name, if_exists } => {
                 if !self.has_column(name).await? {
                     if *if_exists {
-                        return Ok("unchanged");
+                        return Ok(Applied::did("unchanged"));
                     }
                     return Err(Error::not_found(format!(
                         "ALTER TABLE '{}': no column '{name}'",
@@ -302,16 +316,17 @@ impl CloudClient {
                     )));
                 }
                 let body = models::AlterTableDropColumnsRequest::new(vec![name.clone()]);
-                self.send(request, RetryClass::Append, || {
-                    table_api::alter_table_drop_columns(
-                        self.config(),
-                        self.id(),
-                        body.clone(),
-                        None,
-                    )
-                })
-                .await?;
-                Ok("dropped")
+                let answer = self
+                    .send(request, RetryClass::Append, || {
+                        table_api::alter_table_drop_columns(
+                            self.config(),
+                            self.id(),
+                            body.clone(),
+                            None,
+                        )
+                    })
+                    .await?;
+                Ok(Applied::made("dropped", answer.version))
             }
             CloudDdl::AlterColumn {
                 column,
@@ -319,21 +334,34 @@ impl CloudClient {
                 data_type,
                 nullable,
             } => {
-                let mut entry = models::AlterColumnsEntry::new(column.clone());
-                entry.rename = rename.clone().map(Some);
-                entry.data_type = data_type.clone().map(serde_json::Value::String);
-                entry.nullable = nullable.map(Some);
-                let body = models::AlterTableAlterColumnsRequest::new(vec![entry]);
-                self.send(request, RetryClass::Append, || {
-                    table_api::alter_table_alter_columns(
-                        self.config(),
-                        self.id(),
-                        body.clone(),
-                        None,
-                    )
-                })
-                .await?;
-                Ok("altered")
+                // LanceDB's spelling: the type as an object (`{"type":
+                // "int64"}`), the answer `{"version": n}` (empty from old
+                // services).
+                let mut entry = serde_json::json!({ "path": column });
+                if let Some(to) = rename {
+                    entry["rename"] = to.clone().into();
+                }
+                if let Some(name) = data_type {
+                    entry["data_type"] = serde_json::json!({ "type": name });
+                }
+                if let Some(nullable) = nullable {
+                    entry["nullable"] = (*nullable).into();
+                }
+                let body = serde_json::to_vec(&serde_json::json!({ "alterations": [entry] }))
+                    .unwrap_or_default();
+                let answer = self
+                    .post_as(RetryClass::Append, request, "alter_columns", body)
+                    .await?;
+                let version = serde_json::from_slice::<serde_json::Value>(&answer)
+                    .ok()
+                    .and_then(|v| v.get("version").and_then(serde_json::Value::as_i64))
+                    .unwrap_or(0);
+                let action = match (rename, data_type) {
+                    (Some(_), None) => "renamed",
+                    (None, Some(_)) => "retyped",
+                    _ => "altered",
+                };
+                Ok(Applied::made(action, version))
             }
             CloudDdl::Tag { .. } => Err(Error::invalid_input("a tag change is no schema change")),
         }
@@ -382,7 +410,7 @@ impl CloudClient {
                 TagAction::Create => "created",
                 _ => "updated",
             },
-            tag_version: Some(version),
+            version: Some(version),
         })
     }
 
@@ -410,6 +438,7 @@ impl CloudClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::arrow::datatypes::TimeUnit;
 
     #[test]
     fn index_options_fill_the_request_or_are_named() {
@@ -451,5 +480,8 @@ mod tests {
             true,
         )));
         assert_eq!(json_type(&list), None);
+        assert_eq!(json_type(&DataType::Decimal128(10, 2)), None);
+        let zoned = DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()));
+        assert_eq!(json_type(&zoned), None);
     }
 }

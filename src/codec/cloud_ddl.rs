@@ -240,3 +240,65 @@ impl StoragePolicy {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_change_round_trips() {
+        let all = [
+            CloudDdl::CreateIndex {
+                name: "v_idx".into(),
+                column: "v".into(),
+                index_type: "IVF_PQ".into(),
+                params: vec![("metric".into(), "cosine".into()), ("m".into(), "8".into())],
+                if_not_exists: true,
+            },
+            CloudDdl::DropIndex {
+                name: "v_idx".into(),
+                if_exists: true,
+            },
+            CloudDdl::AddColumn {
+                name: "c".into(),
+                expression: "CAST(1 AS INT)".into(),
+                if_not_exists: true,
+            },
+            CloudDdl::DropColumn {
+                name: "c".into(),
+                if_exists: false,
+            },
+            CloudDdl::AlterColumn {
+                column: "a".into(),
+                rename: Some("b".into()),
+                data_type: Some("int64".into()),
+                nullable: Some(true),
+            },
+            CloudDdl::AlterColumn {
+                column: "a".into(),
+                rename: None,
+                data_type: None,
+                nullable: Some(true),
+            },
+            CloudDdl::Tag {
+                action: TagAction::Update,
+                tag: "t".into(),
+                version: Some(7),
+            },
+            CloudDdl::Tag {
+                action: TagAction::Delete,
+                tag: "t".into(),
+                version: None,
+            },
+        ];
+        for ddl in all {
+            assert_eq!(decode_ddl(Some(encode_ddl(&ddl))).unwrap(), ddl);
+        }
+        let mut odd = encode_ddl(&CloudDdl::DropIndex {
+            name: "i".into(),
+            if_exists: false,
+        });
+        odd.kind = "truncate_index".into();
+        assert!(decode_ddl(Some(odd)).is_err());
+    }
+}

@@ -11,6 +11,8 @@
 //!   namespace model's `{"single_vector": …}` (`{"multi_vector": …}`), and
 //!   an empty (or missing) one becomes `{}`; its `columns` as a bare list of names (a map of
 //!   aliases) becomes `{"column_names": …}` (`{"column_aliases": …}`);
+//! * an alteration's `data_type` object (`{"type": "int64"}`) becomes the
+//!   bare type name;
 //! * `describe` answers the schema in Lance's own JSON form (`double`,
 //!   `string`, `date32:day`), as LanceDB Cloud does, rather than the
 //!   namespace model's (`float64`, `utf8`, `date32`).
@@ -105,6 +107,13 @@ async fn forward(State(upstream): State<Upstream>, request: Request) -> Response
             Some(q) if !q.is_empty() => format!("{q}&{asked}"),
             _ => asked.to_string(),
         });
+    }
+    if path.ends_with("/alter_columns")
+        && json
+        && let Ok(mut value) = serde_json::from_slice::<Value>(&body)
+    {
+        bridge_alterations(&mut value);
+        body = serde_json::to_vec(&value).unwrap().into();
     }
     if path.ends_with("/query")
         && json
@@ -211,6 +220,23 @@ fn bridge_query(query: &mut Value) {
 
 /// A describe answer's schema in Lance's JSON form, as LanceDB Cloud writes
 /// it.
+/// An alteration's `data_type` as LanceDB's clients send it (`{"type":
+/// "int64"}`) becomes the bare name Lance's server reads.
+fn bridge_alterations(request: &mut Value) {
+    let Some(alterations) = request.get_mut("alterations").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for alteration in alterations {
+        if let Some(kind) = alteration
+            .get("data_type")
+            .and_then(|t| t.get("type"))
+            .cloned()
+        {
+            alteration["data_type"] = kind;
+        }
+    }
+}
+
 fn cloud_schema(answer: &mut Value) {
     let Some(schema) = answer.get_mut("schema") else {
         return;

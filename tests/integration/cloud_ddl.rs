@@ -11,7 +11,7 @@ use datafusion_proto::bytes::{
 };
 
 use crate::cloud::{lance_sql_csv, on_worker, physical, setup};
-use crate::fake_cloud::FakeCloud;
+use crate::fake_cloud::{FakeCloud, Fault};
 use crate::fixtures;
 use crate::support::{context, private_cache, sorted_rows, sql, try_rows};
 
@@ -210,13 +210,13 @@ async fn alter_table_changes_columns_through_the_service() {
     ok_row(
         &ctx,
         "ALTER TABLE cloud RENAME COLUMN twice TO double_id",
-        "twice|altered",
+        "twice|renamed",
     )
     .await;
     ok_row(
         &ctx,
         "ALTER TABLE cloud ALTER COLUMN double_id TYPE BIGINT",
-        "double_id|altered",
+        "double_id|retyped",
     )
     .await;
     assert_eq!(
@@ -374,4 +374,30 @@ async fn lance_sql_runs_index_ddl_and_alter_table_on_a_database() {
         "index,action,version\nid_idx,created,3\ncolumn,action,version\nbig,added,4\nn\n94\n\
          index,action,version\nid_idx,dropped,5\n"
     );
+}
+
+/// A change whose answer is lost after the service applied it is not sent
+/// again, and the error says it may have been applied, naming the index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_whose_answer_is_lost_is_sent_once() {
+    let (fake, ctx) = setup().await;
+    fake.clear_log();
+    fake.fail_next("create_table_index", &[Fault::AppliedThenReset]);
+    let err = rows(&ctx, "CREATE INDEX s_idx ON cloud USING BITMAP (s)")
+        .await
+        .unwrap_err();
+    fake.settle().await;
+    assert!(
+        err.contains("create_index 's_idx' on cloud")
+            && err.contains("create_index failed after 1 attempt")
+            && err.contains("the service may have applied it"),
+        "{err}"
+    );
+    let sent = fake
+        .log()
+        .iter()
+        .filter(|r| **r == "create_table_index")
+        .count();
+    assert_eq!(sent, 1, "{:?}", fake.log());
+    assert_eq!(local_indices(&fake).await, vec!["s_idx|s|BITMAP"]);
 }

@@ -88,6 +88,28 @@ async fn a_catalog_with_a_prefix_sends_it_with_every_request() {
         plan.contains("table=db://mydb/copy (prefix team-a)"),
         "{plan}"
     );
+    // Index, column and tag changes name it too.
+    ok(&ctx, "CREATE INDEX id_idx ON team.public.copy (id)").await;
+    ok(
+        &ctx,
+        "ALTER TABLE team.public.copy ADD COLUMN twice BIGINT AS (id * 2)",
+    )
+    .await;
+    ok(
+        &ctx,
+        "SELECT * FROM lance_tag('team.public.copy', 'create', 'v1')",
+    )
+    .await;
+    assert_eq!(
+        try_rows(
+            &ctx,
+            "SELECT sum(twice), (SELECT count(*) FROM lance_tags('team.public.copy')) \
+             FROM team.public.copy"
+        )
+        .await
+        .unwrap(),
+        vec!["280|1"]
+    );
     ok(&ctx, "DROP TABLE team.public.copy").await;
 
     // The prefix in the location and an option that says otherwise.

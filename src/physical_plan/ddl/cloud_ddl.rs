@@ -195,25 +195,34 @@ impl ExecutionPlan for CloudDdlExec {
 
 async fn apply(parts: &CloudDdlParts) -> Result<RecordBatch> {
     let client = CloudClient::connect(&parts.table)?;
+    let subject = parts.ddl.subject();
     let statement = match parts.ddl.subject_kind() {
-        Subject::Index => format!("{} on {}", parts.ddl.request(), parts.name),
-        Subject::Column => format!("ALTER TABLE {}", parts.name),
-        Subject::Tag => format!("lance_tag on {}", parts.name),
+        Subject::Index => format!("{} '{subject}' on {}", parts.ddl.request(), parts.name),
+        Subject::Column => format!("ALTER TABLE {} (column '{subject}')", parts.name),
+        Subject::Tag => format!("lance_tag '{subject}' on {}", parts.name),
     };
     let applied = client
         .apply(&parts.ddl)
         .await
         .map_err(|e| e.prefixed(&statement))?;
-    let subject = Arc::new(StringArray::from(vec![parts.ddl.subject().to_string()]));
     let schema = ddl_schema(&parts.ddl);
+    let subject = Arc::new(StringArray::from(vec![subject.to_string()]));
     if parts.ddl.subject_kind() == Subject::Tag {
-        let version = Arc::new(UInt64Array::from(vec![applied.tag_version]));
+        let version = Arc::new(UInt64Array::from(vec![applied.version]));
         return Ok(RecordBatch::try_new(schema, vec![subject, version])?);
     }
-    let (version, _) = client
-        .describe(None)
-        .await
-        .map_err(|e| e.prefixed(&format!("{statement} ({})", applied.action)))?;
+    let version = match applied.version {
+        Some(version) => version,
+        None => {
+            let described = client.describe(None).await.map_err(|e| {
+                e.prefixed(&format!(
+                    "{statement}: {} (done), but reading the table's version after it failed",
+                    applied.action
+                ))
+            })?;
+            described.0
+        }
+    };
     Ok(RecordBatch::try_new(
         schema,
         vec![
