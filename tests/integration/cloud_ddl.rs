@@ -401,3 +401,29 @@ async fn a_change_whose_answer_is_lost_is_sent_once() {
     assert_eq!(sent, 1, "{:?}", fake.log());
     assert_eq!(local_indices(&fake).await, vec!["s_idx|s|BITMAP"]);
 }
+
+/// The metric of a vector index reaches the service: the index built over
+/// `db://` measures cosine distances (Lance would search a mismatched
+/// index by brute force, so equal answers alone would not show it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vector_index_is_built_with_the_metric_asked_for() {
+    use lance::index::DatasetIndexExt;
+    let fake = FakeCloud::start().await;
+    fixtures::docs(&fake.table_path("docs")).await;
+    let ctx = crate::cloud::opened(&fake, "docs", ("here", "cloud"), "").await;
+    assert_eq!(
+        rows(
+            &ctx,
+            "CREATE INDEX emb_idx ON cloud USING IVF_FLAT (emb) WITH (metric = 'cosine', \
+             num_partitions = 1)"
+        )
+        .await
+        .unwrap(),
+        vec!["emb_idx|created|3"]
+    );
+    let dataset = lance::Dataset::open(&fake.table_path("docs"))
+        .await
+        .unwrap();
+    let stats = dataset.index_statistics("emb_idx").await.unwrap();
+    assert!(stats.to_lowercase().contains("cosine"), "{stats}");
+}
