@@ -25,6 +25,7 @@
 //! hatch for A/B measurements, not for production.
 
 #[cfg(unix)]
+pub(crate) mod blocking;
 mod local_files;
 mod open;
 

@@ -93,6 +93,9 @@ pub struct WriteTarget {
     /// directory, so `lance_vacuum` on any process keeps their files (see
     /// [`crate::physical_plan::journal`]).
     pub(crate) journal: Option<String>,
+    /// The input's order is the table's: one writer writes it, in order
+    /// (a permutation plan's rows).
+    pub(crate) ordered: bool,
 }
 
 impl fmt::Debug for WriteTarget {
@@ -127,6 +130,15 @@ impl WriteTarget {
             options: WriteOptions::resolve(settings, options),
             commit_budget: settings.commit_budget(),
             journal: None,
+            ordered: false,
+        }
+    }
+
+    /// This target, written in its input's order by one writer.
+    pub(crate) fn in_order(self) -> Self {
+        Self {
+            ordered: true,
+            ..self
         }
     }
 

@@ -106,11 +106,11 @@ impl ExecutionPlan for LanceWriteExec {
     }
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        vec![true]
+        vec![!self.target.ordered]
     }
 
     fn maintains_input_order(&self) -> Vec<bool> {
-        vec![false]
+        vec![self.target.ordered]
     }
 
     fn with_new_children(
