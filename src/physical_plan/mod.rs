@@ -3,7 +3,7 @@
 //! the one commit path, the statement journal, write metrics), `row_level/`
 //! (`DELETE`, `UPDATE`), `merging/` (upserts), `searching/` (vector,
 //! full-text and hybrid search), `maintaining/` (optimize, vacuum, tags),
-//! `ddl/` (`ALTER TABLE`, index changes); beside them, what every statement
+//! `ddl/` (`ALTER TABLE`, index changes), `permuting/` (permutation plans); beside them, what every statement
 //! node uses: `one_row` (its result) and `inputs` (running its input).
 //! Inside the crate each file keeps
 //! its short path (`physical_plan::commit`, ...), re-exported below.
@@ -18,6 +18,7 @@ pub(crate) mod inputs;
 mod maintaining;
 mod merging;
 pub(crate) mod one_row;
+mod permuting;
 mod reading;
 mod row_level;
 mod searching;
@@ -26,6 +27,10 @@ mod writing;
 pub(crate) use ddl::{alter, cloud_ddl, index, index_options};
 pub(crate) use maintaining::{maintenance, optimize, tag, vacuum};
 pub(crate) use merging::{cloud_merge, merge, merge_options};
+pub(crate) use permuting::{
+    build as permutation_build, format as permutation_format, read as permutation_read,
+    split as permutation_split, validate as permutation_validate,
+};
 pub(crate) use reading::{cloud_scan, scan, scan_metrics};
 pub(crate) use row_level::{cloud_change, delete, rows, update};
 pub(crate) use searching::{cloud_search, hybrid, search};
@@ -49,6 +54,11 @@ pub use index_options::IndexMethod;
 pub use maintenance::{Maintenance, MaintenanceExec};
 pub use merge::LanceMergeExec;
 pub use optimize::{LanceOptimizeExec, OptimizeOptions};
+pub use permutation_build::PermutationBuildExec;
+pub use permutation_format::{BuildOptions, SplitSizes, SplitStrategy};
+pub use permutation_read::{PermutationRead, PermutationScanExec};
+pub use permutation_split::PermutationSplitExec;
+pub use permutation_validate::{PlanSummary, SplitSelector};
 pub use scan::{GroupRows, LanceScanExec, ScanOptions, ScanParts};
 pub use search::{
     DISTANCE_COLUMN, LanceSearchExec, Metric, SCORE_COLUMN, SearchQuery, TextQuery, VectorQuery,
