@@ -47,14 +47,16 @@ pub mod functions {
     pub use crate::physical_plan::merge_options::MERGE_FUNCTION_NAME;
     pub use crate::planner::time_travel::AS_OF_FUNCTION_NAME;
     pub use crate::udf::{
-        L2_DISTANCE_FUNCTION_NAME, L2DistanceFunction, SESSION_STATS_FUNCTION_NAME,
-        SessionStatsFunction, scalar_functions,
+        L2_DISTANCE_FUNCTION_NAME, L2DistanceFunction, PERMUTATION_IDENTITY_FUNCTION_NAME,
+        PermutationIdentityFunction, SESSION_STATS_FUNCTION_NAME, SessionStatsFunction,
+        scalar_functions,
     };
     pub use crate::udtf::{
-        CACHE_STATS_FUNCTION_NAME, CREATE_INDEX_FUNCTION_NAME, CacheStatsFunction,
-        DROP_INDEX_FUNCTION_NAME, FRAGMENTS_FUNCTION_NAME, FTS_FUNCTION_NAME, FtsFunction,
-        HYBRID_SEARCH_FUNCTION_NAME, HybridSearchFunction, INDICES_FUNCTION_NAME, IndexFunction,
-        MetadataFunction, MetadataKind, OPTIMIZE_FUNCTION_NAME, OptimizeFunction,
+        BUILD_PERMUTATION_FUNCTION_NAME, BuildPermutationFunction, CACHE_STATS_FUNCTION_NAME,
+        CREATE_INDEX_FUNCTION_NAME, CacheStatsFunction, DROP_INDEX_FUNCTION_NAME,
+        FRAGMENTS_FUNCTION_NAME, FTS_FUNCTION_NAME, FtsFunction, HYBRID_SEARCH_FUNCTION_NAME,
+        HybridSearchFunction, INDICES_FUNCTION_NAME, IndexFunction, MetadataFunction, MetadataKind,
+        OPTIMIZE_FUNCTION_NAME, OptimizeFunction, PERMUTATION_FUNCTION_NAME, PermutationFunction,
         ROWS_FUNCTION_NAME, RowsFunction, TAG_FUNCTION_NAME, TAGS_FUNCTION_NAME, TagFunction,
         VACUUM_FUNCTION_NAME, VECTOR_SEARCH_FUNCTION_NAME, VERSIONS_FUNCTION_NAME, VacuumFunction,
         VectorSearchFunction,
@@ -142,6 +144,14 @@ pub fn register_lance(ctx: &SessionContext) -> Result<()> {
         ctx.register_udtf(kind.function_name(), Arc::new(MetadataFunction::new(kind)));
     }
     ctx.register_udtf(VACUUM_FUNCTION_NAME, Arc::new(VacuumFunction::default()));
+    ctx.register_udtf(
+        BUILD_PERMUTATION_FUNCTION_NAME,
+        Arc::new(BuildPermutationFunction::default()),
+    );
+    ctx.register_udtf(
+        PERMUTATION_FUNCTION_NAME,
+        Arc::new(PermutationFunction::default()),
+    );
     ctx.register_udtf(FTS_FUNCTION_NAME, Arc::new(FtsFunction::default()));
     ctx.register_udtf(ROWS_FUNCTION_NAME, Arc::new(RowsFunction::default()));
     ctx.register_udtf(

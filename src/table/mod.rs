@@ -13,6 +13,7 @@ pub(crate) mod lookup;
 pub(crate) mod maintain;
 pub(crate) mod merge;
 pub(crate) mod partition;
+pub(crate) mod permutation;
 pub(crate) mod pushdown;
 pub(crate) mod scan;
 pub(crate) mod statement;

@@ -2,7 +2,8 @@
 //! `lance_fragments('t')`, `lance_tags('t')`, `lance_tag('t', ...)`,
 //! `lance_indices('t')`, `lance_create_index('t', ...)`, `lance_drop_index('t', ...)`,
 //! `lance_optimize('t')`, `lance_vacuum('t')`, `lance_vector_search('t', ...)`,
-//! `lance_fts('t', ...)`, `lance_rows('t')`.
+//! `lance_fts('t', ...)`, `lance_rows('t')`, `lance_build_permutation(...)`,
+//! `lance_permutation(...)`.
 //!
 //! They only build providers in `call_with_args`; reads happen in `scan`.
 
@@ -10,6 +11,8 @@ pub(crate) mod cache_stats;
 pub(crate) mod index;
 pub(crate) mod metadata;
 pub(crate) mod optimize;
+pub(crate) mod permutation;
+pub(crate) mod permutation_options;
 pub(crate) mod rows;
 pub(crate) mod search;
 pub(crate) mod tag;
@@ -22,6 +25,10 @@ pub use metadata::{
     TAGS_FUNCTION_NAME, VERSIONS_FUNCTION_NAME,
 };
 pub use optimize::{OPTIMIZE_FUNCTION_NAME, OptimizeFunction};
+pub use permutation::{
+    BUILD_PERMUTATION_FUNCTION_NAME, BuildPermutationFunction, PERMUTATION_FUNCTION_NAME,
+    PermutationFunction,
+};
 pub use rows::{ROWS_FUNCTION_NAME, RowsFunction};
 pub use search::fts::{FTS_FUNCTION_NAME, FtsFunction};
 pub use search::hybrid::{HYBRID_SEARCH_FUNCTION_NAME, HybridSearchFunction};
@@ -46,6 +53,8 @@ pub(crate) fn function_names() -> Vec<&'static str> {
         CREATE_INDEX_FUNCTION_NAME,
         DROP_INDEX_FUNCTION_NAME,
         OPTIMIZE_FUNCTION_NAME,
+        BUILD_PERMUTATION_FUNCTION_NAME,
+        PERMUTATION_FUNCTION_NAME,
     ];
     names.extend(MetadataKind::ALL.map(MetadataKind::function_name));
     names
