@@ -9,7 +9,7 @@ pub(crate) struct PhysicalNode {
     pub format: u32,
     #[prost(
         oneof = "physical_node::Node",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23"
     )]
     pub node: Option<physical_node::Node>,
 }
@@ -55,6 +55,12 @@ pub(crate) mod physical_node {
         CloudSearch(crate::codec::cloud::CloudSearchNode),
         #[prost(message, tag = "20")]
         CloudDdl(crate::codec::cloud_ddl::CloudDdlNode),
+        #[prost(message, tag = "21")]
+        PermutationSplit(crate::codec::permutation::PermutationSplitNode),
+        #[prost(message, tag = "22")]
+        PermutationBuild(crate::codec::permutation::PermutationBuildNode),
+        #[prost(message, tag = "23")]
+        PermutationScan(crate::codec::permutation::PermutationScanNode),
     }
 }
 
@@ -65,7 +71,7 @@ pub(crate) struct Provider {
     pub format: u32,
     #[prost(
         oneof = "provider::Table",
-        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21"
+        tags = "2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23"
     )]
     pub table: Option<provider::Table>,
 }
@@ -113,5 +119,9 @@ pub(crate) mod provider {
         CloudMerge(crate::codec::cloud_statements::CloudMergeTable),
         #[prost(message, tag = "21")]
         CloudDdl(crate::codec::cloud_ddl::CloudDdlTable),
+        #[prost(message, tag = "22")]
+        ReadPermutation(crate::codec::permutation::ReadPermutationTable),
+        #[prost(message, tag = "23")]
+        BuildPermutation(crate::codec::permutation::BuildPermutationTable),
     }
 }

@@ -38,6 +38,7 @@ use crate::table::dml::{DmlOp, LanceDml};
 use crate::table::lookup::Target;
 use crate::table::maintain::Maintain;
 use crate::table::merge::LanceMerge;
+use crate::table::permutation::{BuildPermutation, ReadPermutation};
 use crate::table::statement::{StatementTable, statement_of};
 use crate::table::{LanceTableProvider, ProviderParts};
 use crate::udtf::cache_stats::CacheStats;
@@ -358,6 +359,16 @@ impl LanceLogicalCodec {
         if statement_of::<CacheStats>(provider).is_some() {
             return Ok(Some(Table::CacheStats(proto::Empty {})));
         }
+        if let Some(read) = statement_of::<ReadPermutation>(provider) {
+            return Ok(Some(Table::ReadPermutation(
+                self.storage.encode_read_permutation(read)?,
+            )));
+        }
+        if let Some(build) = statement_of::<BuildPermutation>(provider) {
+            return Ok(Some(Table::BuildPermutation(
+                self.storage.encode_build_permutation(build),
+            )));
+        }
         Ok(None)
     }
 }
@@ -405,6 +416,8 @@ impl LogicalExtensionCodec for LanceLogicalCodec {
             Table::CloudDml(dml) => self.decode_cloud_dml(dml, ctx)?,
             Table::CloudMerge(merge) => self.decode_cloud_merge(merge, ctx)?,
             Table::CloudDdl(ddl) => self.storage.decode_cloud_ddl_statement(ddl)?,
+            Table::ReadPermutation(read) => self.storage.decode_read_permutation(read)?,
+            Table::BuildPermutation(build) => self.storage.decode_build_permutation(build)?,
             Table::Dml(dml) => {
                 let op = match dml.op.as_str() {
                     "delete" => DmlOp::Delete,

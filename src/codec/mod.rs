@@ -62,6 +62,7 @@ mod cloud_statements;
 mod envelope;
 mod logical;
 mod maintenance;
+mod permutation;
 mod physical;
 mod proto;
 mod search;
@@ -215,6 +216,7 @@ impl StoragePolicy {
             commit_max_retries: target.commit_budget.max_retries,
             commit_retry_timeout_ms: target.commit_budget.retry_timeout.as_millis() as u64,
             journal: target.journal.clone().unwrap_or_default(),
+            ordered: target.ordered,
         })
     }
 
@@ -240,6 +242,7 @@ impl StoragePolicy {
                 retry_timeout: std::time::Duration::from_millis(target.commit_retry_timeout_ms),
             },
             journal: (!target.journal.is_empty()).then_some(target.journal),
+            ordered: target.ordered,
         }))
     }
 }

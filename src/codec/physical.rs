@@ -37,7 +37,7 @@ use crate::physical_plan::{
     CloudChangeExec, CloudDdlExec, CloudMergeExec, CloudScanExec, CloudSearchExec, CloudWriteExec,
     LanceAlterExec, LanceCommitExec, LanceDeleteExec, LanceIndexExec, LanceMergeExec,
     LanceOptimizeExec, LanceScanExec, LanceSink, LanceTagExec, LanceUpdateExec, LanceVacuumExec,
-    LanceWriteExec,
+    LanceWriteExec, PermutationBuildExec, PermutationScanExec, PermutationSplitExec,
 };
 
 /// Encodes and decodes the Lance physical nodes (see the crate docs'
@@ -150,6 +150,21 @@ impl LancePhysicalCodec {
                 location: Some(s.encode_location(tag.location())),
                 change: Some(encode_tag(tag.work())),
             })));
+        }
+        if let Some(split) = node.downcast_ref::<PermutationSplitExec>() {
+            return Ok(Some(Node::PermutationSplit(
+                s.encode_permutation_split(split)?,
+            )));
+        }
+        if let Some(build) = node.downcast_ref::<PermutationBuildExec>() {
+            return Ok(Some(Node::PermutationBuild(
+                s.encode_permutation_build(build),
+            )));
+        }
+        if let Some(scan) = node.downcast_ref::<PermutationScanExec>() {
+            return Ok(Some(Node::PermutationScan(
+                s.encode_permutation_scan(scan)?,
+            )));
         }
         if let Some(exec) = node.downcast_ref::<DataSinkExec>()
             && let Some(sink) = exec.sink().downcast_ref::<LanceSink>()
@@ -344,6 +359,11 @@ impl PhysicalExtensionCodec for LancePhysicalCodec {
                 s.decode_location(tag.location)?,
                 decode_tag(tag.change)?,
             )),
+            Node::PermutationSplit(split) => Arc::new(s.decode_permutation_split(split)?),
+            Node::PermutationBuild(build) => {
+                Arc::new(s.decode_permutation_build(build, input("PermutationBuildExec")?)?)
+            }
+            Node::PermutationScan(scan) => Arc::new(s.decode_permutation_scan(scan)?),
             Node::Sink(sink) => {
                 let input = input("DataSinkExec")?;
                 let sort_order = match &sink.sort_order {

@@ -131,6 +131,9 @@ pub(crate) struct WriteTarget {
     /// The statement id writers mark themselves in flight under (empty: none).
     #[prost(string, tag = "8")]
     pub journal: String,
+    /// One writer writes the input in its order.
+    #[prost(bool, tag = "9")]
+    pub ordered: bool,
 }
 
 /// A write target and how its fragments are committed (commit nodes, sinks).
