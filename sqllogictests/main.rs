@@ -57,7 +57,7 @@ struct LanceDb {
 
 impl LanceDb {
     fn hide_scratch(&self, s: &str) -> String {
-        let s = s.replace(&self.scratch, SCRATCH);
+        let s = hide_digests(&s.replace(&self.scratch, SCRATCH));
         match &self.cloud {
             Some(url) => s.replace(url, CLOUD),
             None => s,
@@ -71,6 +71,33 @@ impl LanceDb {
         }
         self.ctx.lance_sql(&sql).await?.collect().await
     }
+}
+
+/// A permutation plan's identity ends in a digest of its full locations,
+/// which differ from run to run: shown as `<digest>`.
+fn hide_digests(s: &str) -> String {
+    const MARK: &str = "permutation:v1:";
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find(MARK) {
+        let token_end = rest[at..]
+            .find(|c: char| c.is_whitespace() || c == '\'' || c == ',')
+            .map_or(rest.len(), |n| at + n);
+        let token = &rest[..token_end];
+        let digest = token.len().saturating_sub(16);
+        if token_end - at > MARK.len() + 17
+            && token[digest..].chars().all(|c| c.is_ascii_hexdigit())
+            && token[..digest].ends_with(':')
+        {
+            out.push_str(&token[..digest]);
+            out.push_str("<digest>");
+        } else {
+            out.push_str(token);
+        }
+        rest = &rest[token_end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn column_type(t: &DataType) -> DefaultColumnType {

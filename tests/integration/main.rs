@@ -35,6 +35,7 @@ mod indexes;
 mod lancedb_client;
 mod layout;
 mod merges;
+mod permutation;
 mod read_faults;
 mod repl;
 mod rest_catalog;
