@@ -54,8 +54,8 @@ pub enum SplitStrategy {
         /// Rows that move together.
         clump: u64,
     },
-    /// By [`HASH_NAME`] of `columns`, into buckets weighed `weights`;
-    /// `discard` weighs the bucket of rows in no split.
+    /// By the fixed hash `fnv1a64-splitmix64/1` of `columns`, into buckets
+    /// weighed `weights`; `discard` weighs the bucket of rows in no split.
     Hash {
         /// The hashed columns.
         columns: Vec<String>,
@@ -157,7 +157,7 @@ pub(crate) fn join<T: ToString>(values: &[T]) -> String {
 }
 
 /// Everything a plan is built from besides its base: plain data, recorded
-/// in the plan ([`OPTIONS_KEY`]) in its `Display` form.
+/// in the plan (`datafusion_lance.permutation.options`) in its `Display` form.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BuildOptions {
     /// How rows are assigned to splits.
