@@ -15,6 +15,7 @@ use datafusion::catalog::Session;
 use datafusion::common::TableReference;
 use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
+use datafusion::execution::session_state::SessionState;
 use datafusion::physical_plan::ExecutionPlan;
 use lance::Dataset;
 
@@ -151,6 +152,20 @@ impl BuildPermutation {
             return Err(Error::already_exists(format!(
                 "permutation plan '{}': a table exists there ({shown}); a plan is built into a \
                  new location",
+                redact_uri(&self.plan)
+            ))
+            .into());
+        }
+        // A new name in a catalog's schema is not a location: refused rather
+        // than taken for a relative path.
+        let reference = TableReference::from(self.plan.as_str());
+        if reference.schema().is_some()
+            && let Some(state) = state.as_any().downcast_ref::<SessionState>()
+            && state.schema_for_ref(reference).is_ok()
+        {
+            return Err(Error::not_supported(format!(
+                "permutation plan '{}': building a plan into a catalog table is not supported; \
+                 give a location (a path or URI) for the plan, and read it by that location",
                 redact_uri(&self.plan)
             ))
             .into());
