@@ -443,7 +443,8 @@ async fn lance_sql_runs_statements_on_a_cluster() {
 /// The SQL surface beyond reads and writes runs on a cluster as in one
 /// process: time travel (clauses and `lance_as_of`, planned by the client's
 /// interception, their pinned tables encoded for the scheduler), the metadata
-/// and tag functions, and the distance functions (executors' registries).
+/// and tag functions, the distance functions (executors' registries), and a
+/// permutation plan built and read on the cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_sql_surface_runs_on_a_cluster_like_in_one_process() {
     let dir = tempfile::tempdir().unwrap();
@@ -503,6 +504,37 @@ async fn the_sql_surface_runs_on_a_cluster_like_in_one_process() {
         assert_eq!(got, rows(&local, statement).await, "{statement}");
         assert_eq!(got, vec![expected], "{statement}");
     }
+    // A permutation plan built on the cluster (split, write and commit on
+    // executors), then read there by 4 tasks: each row of the split once.
+    let plan = dataset_path(&dir, "plan.lance");
+    let build = format!(
+        "SELECT split_name, rows, plan_version FROM lance_build_permutation('t', '{plan}', \
+         'split=random', 'counts=1500,600', 'seed=3', 'names=train,test')"
+    );
+    let built = crate::support::sql(&remote, &build).await.unwrap();
+    assert_eq!(
+        crate::support::sorted_rows(&built),
+        vec!["test|600|1", "train|1500|1"]
+    );
+    let ids = |ctx: &SessionContext, partitions: usize| {
+        let statement = format!(
+            "SELECT id FROM lance_permutation('{plan}', 'train', 'partitions={partitions}')"
+        );
+        let ctx = ctx.clone();
+        async move {
+            let batches = crate::support::sql(&ctx, &statement).await.unwrap();
+            crate::permutation::ids(&batches)
+        }
+    };
+    let in_order = ids(&local, 1).await;
+    assert_eq!(in_order.len(), 1500);
+    assert_eq!(ids(&remote, 1).await, in_order, "one task keeps plan order");
+    let mut spread = ids(&remote, 4).await;
+    let mut expected = in_order.clone();
+    spread.sort();
+    expected.sort();
+    expected.dedup();
+    assert_eq!(spread, expected, "4 tasks read each row of the split once");
 }
 
 /// datafusion-distributed workers serving on 127.0.0.1 (gRPC servers in this

@@ -36,6 +36,7 @@ mod lancedb_client;
 mod layout;
 mod merges;
 mod permutation;
+mod permutation_validation;
 mod read_faults;
 mod repl;
 mod rest_catalog;

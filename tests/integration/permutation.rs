@@ -1,14 +1,12 @@
 //! Permutation plans beyond what SQL files show: reads split across
 //! workers through the codecs, checkpoints resumed (and refused for another
-//! plan), a build racing an append, plans corrupted by hand, and LanceDB's
-//! own client reading our plans and building plans we read.
+//! plan), a build racing an append, and LanceDB's own client reading our
+//! plans and building plans we read (plans corrupted by hand:
+//! `permutation_validation.rs`).
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::physical_plan::{ExecutionPlanProperties, collect};
 use datafusion::prelude::SessionContext;
 use datafusion_lance::{LanceLogicalCodec, LancePhysicalCodec, LanceSessionContextExt};
@@ -17,13 +15,12 @@ use datafusion_proto::bytes::{
     physical_plan_to_bytes_with_extension_codec,
 };
 use futures::TryStreamExt;
-use lance::dataset::WriteMode;
 
-use crate::fixtures::{numbers, params, write};
+use crate::fixtures::numbers;
 use crate::support::{context, dataset_path, ok, private_cache, run_decoded, sql};
 
 /// The `id` column of `batches`, in order.
-fn ids(batches: &[RecordBatch]) -> Vec<i64> {
+pub(crate) fn ids(batches: &[RecordBatch]) -> Vec<i64> {
     batches
         .iter()
         .flat_map(|b| {
@@ -59,7 +56,7 @@ async fn text(ctx: &SessionContext, query: &str) -> String {
         .to_string()
 }
 
-async fn error(ctx: &SessionContext, query: &str) -> String {
+pub(crate) async fn error(ctx: &SessionContext, query: &str) -> String {
     match sql(ctx, query).await {
         Ok(_) => panic!("{query} succeeded"),
         Err(e) => e.to_string(),
@@ -68,7 +65,7 @@ async fn error(ctx: &SessionContext, query: &str) -> String {
 
 /// A context over the `numbers` table (1000 ids in 10 fragments, some
 /// deleted) registered as `base`, and a built plan `plan` of it.
-async fn setup(dir: &tempfile::TempDir) -> (SessionContext, String, String) {
+pub(crate) async fn setup(dir: &tempfile::TempDir) -> (SessionContext, String, String) {
     let base = dataset_path(dir, "base.lance");
     numbers(&base).await;
     let ctx = context(4, &private_cache());
@@ -324,241 +321,6 @@ async fn a_build_planned_before_an_append_reads_and_records_the_version_it_pinne
     assert!(max.as_any().downcast_ref::<Int64Array>().unwrap().value(0) < 1000);
 }
 
-/// A plan written by hand: name, row ids, split ids, split id type,
-/// metadata, and the error expected.
-type Case<'a> = (
-    &'a str,
-    ArrayRef,
-    Vec<i64>,
-    DataType,
-    Vec<(&'a str, &'a str)>,
-    &'a str,
-);
-
-/// Writes a plan by hand: `row_ids`, `split_ids` (as `split_type`) and
-/// `metadata`.
-async fn hand_plan(
-    uri: &str,
-    row_ids: ArrayRef,
-    split_ids: Vec<i64>,
-    split_type: DataType,
-    metadata: &[(&str, &str)],
-) {
-    let metadata: HashMap<String, String> = metadata
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let schema = Arc::new(Schema::new_with_metadata(
-        vec![
-            Field::new("row_id", row_ids.data_type().clone(), false),
-            Field::new("split_id", split_type.clone(), true),
-        ],
-        metadata,
-    ));
-    let splits = cast(
-        &(Arc::new(Int64Array::from(split_ids)) as ArrayRef),
-        &split_type,
-    )
-    .unwrap();
-    let batch = RecordBatch::try_new(schema, vec![row_ids, splits]).unwrap();
-    write(uri, vec![batch], params(WriteMode::Create, 1000)).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn plans_that_are_not_what_they_say_are_refused_before_any_row_is_read() {
-    let dir = tempfile::tempdir().unwrap();
-    let (ctx, base, _plan) = setup(&dir).await;
-    let base_version = lance::Dataset::open(&base)
-        .await
-        .unwrap()
-        .version()
-        .version
-        .to_string();
-    let v = base_version.as_str();
-    let addresses = |ids: &[u64]| Arc::new(UInt64Array::from(ids.to_vec())) as ArrayRef;
-    let u64t = DataType::UInt64;
-    let names = r#"["train","test"]"#;
-    let cases: Vec<Case> = vec![
-        (
-            "no_version",
-            addresses(&[0, 1]),
-            vec![0, 1],
-            u64t.clone(),
-            vec![("split_names", names)],
-            "its schema metadata has no 'base_version'",
-        ),
-        (
-            "bad_version",
-            addresses(&[0, 1]),
-            vec![0, 1],
-            u64t.clone(),
-            vec![("base_version", "seven")],
-            "'base_version' is 'seven', not a version number",
-        ),
-        (
-            "gap",
-            addresses(&[0, 1]),
-            vec![0, 2],
-            u64t.clone(),
-            vec![("base_version", v)],
-            "split ids are not exactly 0..2: split 1 has no rows",
-        ),
-        (
-            "too_few_names",
-            addresses(&[0, 1, 2]),
-            vec![0, 1, 2],
-            u64t.clone(),
-            vec![("base_version", v), ("split_names", names)],
-            "it has split ids up to 2, but 'split_names' names 2 splits",
-        ),
-        (
-            "named_twice",
-            addresses(&[0, 1]),
-            vec![0, 1],
-            u64t.clone(),
-            vec![("base_version", v), ("split_names", r#"["a","a"]"#)],
-            "'split_names' names split 'a' twice",
-        ),
-        (
-            "not_json",
-            addresses(&[0, 1]),
-            vec![0, 1],
-            u64t.clone(),
-            vec![("base_version", v), ("split_names", "train,test")],
-            "'split_names' is not a JSON array of strings",
-        ),
-        (
-            "signed_ids",
-            Arc::new(Int64Array::from(vec![0i64, 1])),
-            vec![0, 1],
-            u64t.clone(),
-            vec![("base_version", v)],
-            "'row_id' is Int64, not UInt64",
-        ),
-        (
-            "negative_split",
-            addresses(&[0, 1]),
-            vec![0, -1],
-            DataType::Int64,
-            vec![("base_version", v)],
-            "row 1 has split id -1",
-        ),
-        (
-            "past_fragment",
-            addresses(&[0, 150]),
-            vec![0, 0],
-            u64t.clone(),
-            vec![("base_version", v)],
-            "row 1 names row address 150, which is not in version",
-        ),
-        (
-            "missing_version",
-            addresses(&[0]),
-            vec![0],
-            u64t.clone(),
-            vec![("base_version", "99")],
-            "version 99 of its base",
-        ),
-        (
-            "branch",
-            addresses(&[0]),
-            vec![0],
-            u64t.clone(),
-            vec![("base_version", v), ("base_branch", "dev")],
-            "its base is on branch 'dev'",
-        ),
-    ];
-    for (name, row_ids, splits, split_type, metadata, expected) in cases {
-        let uri = dataset_path(&dir, &format!("{name}.lance"));
-        hand_plan(&uri, row_ids, splits, split_type, &metadata).await;
-        let e = error(
-            &ctx,
-            &format!("SELECT * FROM lance_permutation('{uri}', 0, 'base={base}')"),
-        )
-        .await;
-        assert!(
-            e.contains(&format!("permutation plan '{uri}'")),
-            "{name}: {e}"
-        );
-        assert!(
-            e.contains(expected),
-            "{name}: expected '{expected}' in: {e}"
-        );
-    }
-    // A plan without a recorded base needs one named; a named one must agree.
-    let loose = dataset_path(&dir, "loose.lance");
-    hand_plan(
-        &loose,
-        addresses(&[3, 1]),
-        vec![0, 0],
-        u64t.clone(),
-        &[("base_version", v)],
-    )
-    .await;
-    let e = error(
-        &ctx,
-        &format!("SELECT * FROM lance_permutation('{loose}', 0)"),
-    )
-    .await;
-    assert!(
-        e.contains("name the base with 'base=<table or location>'"),
-        "{e}"
-    );
-    assert_eq!(
-        ids(&sql(
-            &ctx,
-            &format!("SELECT id FROM lance_permutation('{loose}', 0, 'base=base')")
-        )
-        .await
-        .unwrap()),
-        [3, 1]
-    );
-    let plan = dataset_path(&dir, "plan.lance");
-    let e = error(
-        &ctx,
-        &format!("SELECT * FROM lance_permutation('{plan}', 0, 'base={loose}')"),
-    )
-    .await;
-    assert!(e.contains("it was built over"), "{e}");
-    // A deleted row (id 5 % 17 is deleted) is named when read.
-    let deleted = dataset_path(&dir, "deleted.lance");
-    hand_plan(
-        &deleted,
-        addresses(&[4, 5]),
-        vec![0, 0],
-        u64t,
-        &[("base_version", v)],
-    )
-    .await;
-    let e = error(
-        &ctx,
-        &format!("SELECT * FROM lance_permutation('{deleted}', 0, 'base=base')"),
-    )
-    .await;
-    assert!(
-        e.contains("1 of 2 row ids of a chunk are not in version"),
-        "{e}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plan_whose_base_version_was_cleaned_up_fails_clearly() {
-    let dir = tempfile::tempdir().unwrap();
-    let (ctx, base, plan) = setup(&dir).await;
-    ok(&ctx, "DELETE FROM base WHERE id = 0").await;
-    ok(&ctx, "SELECT * FROM lance_vacuum('base', 'older_than=0s')").await;
-    let e = error(
-        &ctx,
-        &format!("SELECT * FROM lance_permutation('{plan}', 'train')"),
-    )
-    .await;
-    assert!(e.contains(&format!("permutation plan '{plan}'")), "{e}");
-    assert!(
-        e.contains(&format!("of its base '{base}' no longer exists")),
-        "{e}"
-    );
-}
-
 /// Runs `tests/integration/lancedb/permutation.py` (LanceDB's Python
 /// client, installed by `.ci/ensure-lancedb.sh`) with `args`, returning the
 /// JSON it prints.
@@ -637,4 +399,52 @@ async fn lancedb_reads_our_plans_and_we_read_its_plans_in_the_same_order() {
             assert_eq!(ours, theirs, "{table} split {split}");
         }
     }
+}
+
+/// What a user types in `lance-sql`: a build and reads in one `-c` of several
+/// statements, then the same reads from a `-f` file in another process.
+#[test]
+fn lance_sql_builds_and_reads_a_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dataset_path(&dir, "b.lance");
+    let plan = dataset_path(&dir, "p.lance");
+    let create =
+        format!("CREATE EXTERNAL TABLE b (id BIGINT NOT NULL) STORED AS LANCE LOCATION '{base}'");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+            .args(["-q", "--format", "csv"])
+            .args(args)
+            .output()
+            .expect("run lance-sql");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let built = run(&[
+        "-c",
+        &create,
+        "-c",
+        &format!(
+            "INSERT INTO b SELECT value FROM generate_series(1, 10); \
+             SELECT split_name, rows FROM lance_build_permutation('b', '{plan}', \
+             'split=sequential', 'sizes=6,4', 'names=train,test'); \
+             SELECT id FROM lance_permutation('{plan}', 'test')"
+        ),
+    ]);
+    assert_eq!(
+        built,
+        "count\n10\nsplit_name,rows\ntrain,6\ntest,4\nid\n7\n8\n9\n10\n"
+    );
+    let script = dir.path().join("read.sql");
+    std::fs::write(
+        &script,
+        format!(
+            "SELECT id FROM lance_permutation('{plan}', 'train', 'offset=4');\n\
+             SELECT starts_with(lance_permutation_identity('{plan}'), \
+             'permutation:v1:{plan}@1:{base}@2:2:') AS pinned;\n"
+        ),
+    )
+    .unwrap();
+    let read = run(&["-f", script.to_str().unwrap()]);
+    assert_eq!(read, "id\n5\n6\npinned\ntrue\n");
 }
