@@ -61,6 +61,11 @@
 //! 1,000,000 rows, the requests per statement, and an `INSERT` of them in
 //! bounded requests (`cargo bench --bench lance -- --only cloud`).
 //!
+//! **permutation** — building a plan over the table vs a scan of its row
+//! ids, and reading a shuffled 1,000,000-row split vs Lance's `take_rows`
+//! with the same ids and a sequential scan, with peak heap
+//! (`cargo bench --bench lance -- --only permutation`).
+//!
 //! Every cell is the median of `--iters` (default 5) runs with min–max, the
 //! sides of a comparison interleaved (A B A B ...) after one warm-up run
 //! each. Ratios are "time ÷ baseline time": below 1 is faster than the
@@ -80,6 +85,7 @@ mod hybrid;
 use common::args;
 mod insert;
 mod memory;
+mod permutation;
 mod plans;
 mod read;
 mod search;
@@ -139,6 +145,9 @@ fn main() {
         }
         if run("cloud") {
             cloud::cloud_table(&args).await;
+        }
+        if run("permutation") {
+            permutation::permutation_table(&args).await;
         }
     });
     println!(
