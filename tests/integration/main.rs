@@ -34,6 +34,7 @@ mod index_pushdown;
 mod indexes;
 mod lancedb_client;
 mod layout;
+mod memory;
 mod merges;
 mod permutation;
 mod permutation_validation;

@@ -1,13 +1,11 @@
 //! [`CloudMergeExec`]: `lance_merge` / `MERGE INTO` into a LanceDB Cloud or
 //! Enterprise table (`db://`), as the service's `merge_insert` requests.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::common::internal_err;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -22,8 +20,8 @@ use futures::StreamExt;
 
 use crate::cloud::{CloudClient, CloudTable, MergeRequest, Merged};
 use crate::error::Error;
-use crate::physical_plan::merge::check_keys;
 use crate::physical_plan::merge_options::{MergeOutput, stats_schema};
+use crate::physical_plan::merging::SourceKeys;
 use crate::physical_plan::one_row::{count_batch, count_schema, one_row_properties};
 use crate::physical_plan::scan::conform;
 
@@ -194,12 +192,7 @@ async fn run(
         .iter()
         .map(|k| schema.index_of(k))
         .collect::<Result<_, _>>()?;
-    let converter = RowConverter::new(
-        keys.iter()
-            .map(|&k| SortField::new(schema.field(k).data_type().clone()))
-            .collect(),
-    )?;
-    let mut seen = HashSet::new();
+    let mut seen = SourceKeys::new(schema, keys, (parts.name.as_str(), schema.as_ref()), false);
     let mut batches = Vec::new();
     let (mut rows, mut bytes) = (0usize, 0usize);
     while let Some(batch) = input.next().await {
@@ -207,12 +200,12 @@ async fn run(
         if batch.num_rows() == 0 {
             continue;
         }
-        let display = (parts.name.as_str(), schema.as_ref());
-        check_keys(&batch, &keys, &converter, &mut seen, display, false)?;
+        seen.add(&batch)?;
         rows += batch.num_rows();
         bytes += batch.get_array_memory_size();
         batches.push(batch);
     }
+    seen.check(&batches)?;
     let policy = &parts.table.requests;
     let one_request = parts.merge.delete_by_source || parts.merge.delete_filter.is_some();
     if one_request && (rows as u64 > policy.write_rows || bytes as u64 > policy.write_bytes) {

@@ -1,17 +1,15 @@
 //! [`LanceMergeExec`]: a key-partitioned upsert committed as one version.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
-use datafusion::arrow::datatypes::{Schema, SchemaRef};
-use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::internal_err;
 use datafusion::common::runtime::JoinSet;
 use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::{Distribution, PhysicalExpr};
@@ -26,13 +24,13 @@ use lance::dataset::{MergeInsertBuilder, MergeInsertJob};
 use lance::dataset::{WhenMatched as LanceMatched, WhenNotMatched as LanceNotMatched};
 use std::collections::HashMap;
 
-use crate::error::Error;
 use crate::physical_plan::inputs::execute_sources;
 use crate::physical_plan::journal::{self, Start};
 use crate::physical_plan::merge_options::{
     MergeCondition, MergeOptions, MergeOutput, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
     stats_schema,
 };
+use crate::physical_plan::merging::SourceKeys;
 use crate::physical_plan::one_row::{count_batch, count_schema, one_row_properties};
 use crate::physical_plan::target::{OpenTarget, WriteTarget};
 use crate::physical_plan::transaction::{Commit, commit_error};
@@ -242,11 +240,12 @@ impl ExecutionPlan for LanceMergeExec {
                 }
                 Start::Run(mark) => {
                     let merged = async {
-                        let source = checked_source(
+                        let (source, _held) = checked_source(
                             inputs,
                             &source_schema,
                             key_indices,
                             &target,
+                            &context,
                             reads_target,
                         )
                         .await?;
@@ -412,117 +411,55 @@ fn lance_condition(condition: &MergeCondition) -> DFResult<Expr> {
 }
 
 /// Reads the key-partitioned inputs concurrently, checking that no key occurs
-/// twice (each partition owns its keys, so a per-partition set is exact).
+/// twice (each partition owns its keys, so a per-partition check is exact).
 /// Returns every batch, or the first error: nothing reaches Lance before the
-/// whole source has been read and checked.
+/// whole source has been read and checked. The batches and the key hashes
+/// are reserved from the statement's memory pool, so a memory limit bounds
+/// them (the query fails with "resources exhausted" rather than the process
+/// running out of memory).
 async fn checked_source(
     inputs: Vec<SendableRecordBatchStream>,
     schema: &SchemaRef,
     key_indices: Vec<usize>,
     target: &Arc<OpenTarget>,
+    context: &Arc<TaskContext>,
     reads_target: bool,
-) -> DFResult<Vec<RecordBatch>> {
+) -> DFResult<(Vec<RecordBatch>, MemoryReservation)> {
     let mut readers = JoinSet::new();
-    for mut input in inputs {
+    for (i, mut input) in inputs.into_iter().enumerate() {
         let (keys, target, schema) = (key_indices.clone(), Arc::clone(target), Arc::clone(schema));
+        let reservation = MemoryConsumer::new(format!("LanceMergeExec source[{i}]"))
+            .register(context.memory_pool());
         readers.spawn(async move {
-            let fields = keys
-                .iter()
-                .map(|&i| SortField::new(schema.field(i).data_type().clone()))
-                .collect();
-            let converter = RowConverter::new(fields)?;
-            let mut seen: HashSet<OwnedRow> = HashSet::new();
+            let table = (target.table.as_str(), target.schema.as_ref());
+            let mut seen = SourceKeys::new(&schema, keys, table, reads_target);
             let mut batches = Vec::new();
+            let mut held = 0;
             while let Some(batch) = input.next().await {
                 let batch = batch?;
-                check_keys(
-                    &batch,
-                    &keys,
-                    &converter,
-                    &mut seen,
-                    (&target.table, &target.schema),
-                    reads_target,
-                )?;
-                if batch.num_rows() > 0 {
-                    batches.push(batch);
+                if batch.num_rows() == 0 {
+                    continue;
                 }
+                seen.add(&batch)?;
+                held += batch.get_array_memory_size();
+                reservation.try_resize(held + seen.size())?;
+                batches.push(batch);
             }
-            Ok::<_, DataFusionError>(batches)
+            seen.check(&batches)?;
+            reservation.try_resize(held)?;
+            Ok::<_, DataFusionError>((batches, reservation))
         });
     }
     let mut batches = Vec::new();
+    let reservation = MemoryConsumer::new("LanceMergeExec source").register(context.memory_pool());
     while let Some(joined) = readers.join_next().await {
-        let part = joined
+        let (part, held) = joined
             .map_err(|e| DataFusionError::Execution(format!("a source task failed: {e}")))??;
         batches.extend(part);
+        reservation.grow(held.size());
     }
     if batches.is_empty() {
         batches.push(RecordBatch::new_empty(Arc::clone(schema)));
     }
-    Ok(batches)
-}
-
-/// Fails when a key of `batch` (its columns `keys`) was `seen` already, or
-/// is NULL in a NOT NULL column of `table` (its name and schema).
-pub(crate) fn check_keys(
-    batch: &RecordBatch,
-    keys: &[usize],
-    converter: &RowConverter,
-    seen: &mut HashSet<OwnedRow>,
-    table: (&str, &Schema),
-    reads_target: bool,
-) -> DFResult<()> {
-    let (name, schema) = table;
-    let columns: Vec<ArrayRef> = keys.iter().map(|&i| Arc::clone(batch.column(i))).collect();
-    let rows = converter.convert_columns(&columns)?;
-    for i in 0..batch.num_rows() {
-        if columns.iter().any(|c| c.is_null(i)) {
-            // NULL keys never match; a NOT NULL key column cannot take them.
-            for (&k, column) in keys.iter().zip(&columns) {
-                let field = batch.schema_ref().field(k).clone();
-                if column.is_null(i)
-                    && let Ok(table_field) = schema.field_with_name(field.name())
-                    && !table_field.is_nullable()
-                {
-                    return Err(Error::invalid_input(format!(
-                        "merge into '{}': key column '{}' is NULL in the source; NULL keys never \
-                         match and the column is NOT NULL",
-                        name,
-                        field.name()
-                    ))
-                    .into());
-                }
-            }
-            continue;
-        }
-        if !seen.insert(rows.row(i).owned()) {
-            let options = FormatOptions::default().with_null("NULL");
-            let key = keys
-                .iter()
-                .zip(&columns)
-                .map(|(&k, c)| {
-                    let value = ArrayFormatter::try_new(c.as_ref(), &options)
-                        .map(|f| f.value(i).to_string())
-                        .unwrap_or_default();
-                    format!("{} = {value}", batch.schema_ref().field(k).name())
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            // A source that reads the table repeats a key the table holds
-            // more than once (`UPDATE SET` of chosen columns with `INSERT *`
-            // joins each source row with its target row).
-            let why = if reads_target {
-                "; the source reads the table, so a key the table holds more than once repeats \
-                 in it too"
-            } else {
-                ""
-            };
-            return Err(Error::invalid_input(format!(
-                "ambiguous merge into '{}': key ({key}) occurs more than once in the source{why}",
-                name
-            ))
-            .into());
-        }
-    }
-    Ok(())
+    Ok((batches, reservation))
 }

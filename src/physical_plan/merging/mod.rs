@@ -3,3 +3,6 @@
 pub(crate) mod cloud_merge;
 pub(crate) mod merge;
 pub(crate) mod merge_options;
+mod source_keys;
+
+pub(crate) use source_keys::SourceKeys;

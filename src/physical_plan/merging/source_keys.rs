@@ -1,0 +1,294 @@
+//! [`SourceKeys`]: proving that a merge source holds each key once, at
+//! 8 bytes a row.
+//!
+//! Lance's merge-insert rejects two source rows that match the same target
+//! row, but inserts both of two source rows with the same new key: the
+//! crate checks the whole source itself before anything is written. The
+//! check keeps one 64-bit hash of each row's key (not the key: a set of
+//! owned keys cost ~70 bytes and one allocation a row), sorts the hashes
+//! once the source has been read, and only when two hashes are equal reads
+//! those rows' keys again to tell a repeated key from a hash collision.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
+use datafusion::arrow::datatypes::Schema;
+use datafusion::arrow::row::{RowConverter, SortField};
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::common::hash_utils::{RandomState, create_hashes};
+use datafusion::error::Result as DFResult;
+
+use crate::error::Error;
+
+/// The key hash. Its seed differs from the one DataFusion's hash
+/// repartitioning uses, so the keys of one partition (which share their
+/// repartitioning hash modulo the partition count) still spread evenly.
+const KEY_HASH: RandomState = RandomState::with_seed(0x6c61_6e63_655f_6b65);
+
+/// The keys of one key-partitioned share of a merge source (every value of
+/// the key lives in one share, so a per-share check is exact).
+#[derive(Debug)]
+pub(crate) struct SourceKeys {
+    /// The key columns' indices in the source.
+    keys: Vec<usize>,
+    /// The table merged into, for errors.
+    table: String,
+    /// Per key column: the table's column is NOT NULL.
+    not_null: Vec<bool>,
+    /// The source is computed from the table itself.
+    reads_target: bool,
+    /// One hash per row with no NULL key column, in source order.
+    hashes: Vec<u64>,
+    /// Applied to every hash; tests narrow it to force collisions.
+    mask: u64,
+}
+
+impl SourceKeys {
+    /// Checks the key columns `keys` of batches of `source` merged into the
+    /// table `table` (its name and schema).
+    pub(crate) fn new(
+        source: &Schema,
+        keys: Vec<usize>,
+        table: (&str, &Schema),
+        reads_target: bool,
+    ) -> Self {
+        let not_null = keys
+            .iter()
+            .map(|&k| {
+                table
+                    .1
+                    .field_with_name(source.field(k).name())
+                    .is_ok_and(|f| !f.is_nullable())
+            })
+            .collect();
+        Self {
+            keys,
+            table: table.0.to_string(),
+            not_null,
+            reads_target,
+            hashes: Vec::new(),
+            mask: u64::MAX,
+        }
+    }
+
+    /// Bytes held by the hashes recorded so far.
+    pub(crate) fn size(&self) -> usize {
+        self.hashes.capacity() * size_of::<u64>()
+    }
+
+    /// Records the keys of `batch`, the next batch of the share. Fails on a
+    /// NULL in a key column the table declares NOT NULL (NULL keys never
+    /// match, so such a row could only be inserted, which the table
+    /// refuses); rows with other NULL keys are inserted and not recorded.
+    pub(crate) fn add(&mut self, batch: &RecordBatch) -> DFResult<()> {
+        let columns = self.columns(batch);
+        for ((&k, column), &not_null) in self.keys.iter().zip(&columns).zip(&self.not_null) {
+            if not_null && column.null_count() > 0 {
+                return Err(Error::invalid_input(format!(
+                    "merge into '{}': key column '{}' is NULL in the source; NULL keys never \
+                     match and the column is NOT NULL",
+                    self.table,
+                    batch.schema_ref().field(k).name()
+                ))
+                .into());
+            }
+        }
+        let mut hashes = vec![0; batch.num_rows()];
+        create_hashes(&columns, &KEY_HASH, &mut hashes)?;
+        if columns.iter().all(|c| c.null_count() == 0) {
+            self.hashes.extend(hashes.iter().map(|h| h & self.mask));
+        } else {
+            let valid = |i: usize| columns.iter().all(|c| c.is_valid(i));
+            self.hashes.extend(
+                hashes
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| valid(i))
+                    .map(|(_, h)| h & self.mask),
+            );
+        }
+        Ok(())
+    }
+
+    /// After the share's last batch: fails naming the first key (in source
+    /// order) that occurs twice. `batches` are the batches given to
+    /// [`Self::add`], in the same order.
+    pub(crate) fn check(mut self, batches: &[RecordBatch]) -> DFResult<()> {
+        let mut sorted = std::mem::take(&mut self.hashes);
+        sorted.sort_unstable();
+        let suspects: HashSet<u64> = sorted
+            .windows(2)
+            .filter(|pair| pair[0] == pair[1])
+            .map(|pair| pair[0])
+            .collect();
+        drop(sorted);
+        if suspects.is_empty() {
+            return Ok(());
+        }
+        // Equal hashes: read the keys of those rows again, in source order.
+        let schema = batches[0].schema();
+        let fields = self
+            .keys
+            .iter()
+            .map(|&k| SortField::new(schema.field(k).data_type().clone()))
+            .collect();
+        let converter = RowConverter::new(fields)?;
+        let mut seen = HashSet::new();
+        for batch in batches {
+            let columns = self.columns(batch);
+            let mut hashes = vec![0; batch.num_rows()];
+            create_hashes(&columns, &KEY_HASH, &mut hashes)?;
+            let rows: Vec<usize> = (0..batch.num_rows())
+                .filter(|&i| suspects.contains(&(hashes[i] & self.mask)))
+                .filter(|&i| columns.iter().all(|c| c.is_valid(i)))
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let converted = converter.convert_columns(&columns)?;
+            for i in rows {
+                if !seen.insert(converted.row(i).owned()) {
+                    return Err(self.repeated(batch, &columns, i));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn columns(&self, batch: &RecordBatch) -> Vec<ArrayRef> {
+        self.keys
+            .iter()
+            .map(|&k| Arc::clone(batch.column(k)))
+            .collect()
+    }
+
+    /// The error for the key of row `i` of `batch`, seen before.
+    fn repeated(
+        &self,
+        batch: &RecordBatch,
+        columns: &[ArrayRef],
+        i: usize,
+    ) -> datafusion::error::DataFusionError {
+        let options = FormatOptions::default().with_null("NULL");
+        let key = self
+            .keys
+            .iter()
+            .zip(columns)
+            .map(|(&k, c)| {
+                let value = ArrayFormatter::try_new(c.as_ref(), &options)
+                    .map(|f| f.value(i).to_string())
+                    .unwrap_or_default();
+                format!("{} = {value}", batch.schema_ref().field(k).name())
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        // A source that reads the table repeats a key the table holds more
+        // than once (`UPDATE SET` of chosen columns with `INSERT *` joins
+        // each source row with its target row).
+        let why = if self.reads_target {
+            "; the source reads the table, so a key the table holds more than once repeats in it \
+             too"
+        } else {
+            ""
+        };
+        Error::invalid_input(format!(
+            "ambiguous merge into '{}': key ({key}) occurs more than once in the source{why}",
+            self.table
+        ))
+        .into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use datafusion::arrow::array::{Int64Array, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field};
+
+    use super::*;
+
+    fn schema(nullable: bool) -> Arc<Schema> {
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, nullable),
+            Field::new("name", DataType::Utf8, nullable),
+        ]))
+    }
+
+    fn batch(ids: &[Option<i64>], names: &[&str]) -> RecordBatch {
+        RecordBatch::try_new(
+            schema(true),
+            vec![
+                Arc::new(Int64Array::from(ids.to_vec())),
+                Arc::new(StringArray::from(names.to_vec())),
+            ],
+        )
+        .unwrap()
+    }
+
+    /// Runs the check over `batches` with hashes narrowed by `mask`.
+    fn check(batches: &[RecordBatch], keys: Vec<usize>, mask: u64) -> Result<(), String> {
+        let mut set = SourceKeys::new(&schema(true), keys, ("t", &schema(true)), false);
+        set.mask = mask;
+        for b in batches {
+            set.add(b).map_err(|e| e.to_string())?;
+        }
+        set.check(batches).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn distinct_keys_pass_even_when_every_hash_collides() {
+        let batches = [
+            batch(&[Some(1), Some(2)], &["a", "b"]),
+            batch(&[Some(3), None, None], &["c", "d", "d"]),
+        ];
+        for mask in [u64::MAX, 0b11, 0] {
+            check(&batches, vec![0], mask).unwrap();
+            check(&batches, vec![0, 1], mask).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_first_repeated_key_in_source_order_is_named() {
+        let batches = [
+            batch(&[Some(1), Some(2)], &["a", "b"]),
+            batch(&[Some(3), Some(2), Some(1)], &["b", "b", "a"]),
+        ];
+        for mask in [u64::MAX, 0b11, 0] {
+            let e = check(&batches, vec![0], mask).unwrap_err();
+            assert!(
+                e.contains("ambiguous merge into 't': key (id = 2) occurs more than once"),
+                "{e}"
+            );
+            let e = check(&batches, vec![1, 0], mask).unwrap_err();
+            assert!(e.contains("key (name = b, id = 2)"), "{e}");
+            // Names alone repeat first at row 2 of the second batch ("b").
+            let e = check(&batches, vec![1], mask).unwrap_err();
+            assert!(e.contains("key (name = b)"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_null_in_a_not_null_key_column_is_named() {
+        let table = Schema::new(vec![Field::new("id", DataType::Int64, false)]);
+        let mut set = SourceKeys::new(&schema(true), vec![0], ("t", &table), true);
+        let e = set.add(&batch(&[Some(1), None], &["a", "b"])).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("merge into 't': key column 'id' is NULL in the source"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_source_reading_the_table_says_why_a_key_repeats() {
+        let batches = [batch(&[Some(4), Some(4)], &["a", "a"])];
+        let mut set = SourceKeys::new(&schema(true), vec![0], ("t", &schema(true)), true);
+        set.add(&batches[0]).unwrap();
+        let e = set.check(&batches).unwrap_err().to_string();
+        assert!(
+            e.contains("key (id = 4) occurs more than once in the source; the source reads"),
+            "{e}"
+        );
+    }
+}

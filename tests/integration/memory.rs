@@ -1,0 +1,68 @@
+//! Memory limits: what this crate's statements hold is reserved from
+//! DataFusion's memory pool, so `SET datafusion.runtime.memory_limit`
+//! bounds it and a statement over the limit fails clearly, writing nothing.
+
+use datafusion::prelude::SessionContext;
+
+use crate::support::{context, dataset_path, ints, private_cache};
+
+async fn run(ctx: &SessionContext, sql: &str) {
+    ctx.sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_source_over_the_memory_limit_fails_clearly_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    run(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, v BIGINT, tag VARCHAR) \
+             STORED AS LANCE LOCATION '{uri}'"
+        ),
+    )
+    .await;
+    run(
+        &ctx,
+        "INSERT INTO t SELECT value AS id, value AS v, 'x' AS tag FROM generate_series(0, 999)",
+    )
+    .await;
+    let version = "SELECT max(version) FROM lance_versions('t')";
+    let before = ints(&ctx, version).await;
+    // 200,000 source rows of ~40 bytes: ~8 MB held until the merge runs.
+    let merge = "SELECT * FROM lance_merge('t', (SELECT value AS id, value + 1 AS v, \
+                 repeat('y', 24) AS tag FROM generate_series(0, 199999)), 'id')";
+
+    run(&ctx, "SET datafusion.runtime.memory_limit = '2M'").await;
+    let error = ctx
+        .sql(merge)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .expect_err("a merge holding ~8 MB under a 2 MB limit")
+        .to_string();
+    assert!(
+        error.contains("Resources exhausted") && error.contains("LanceMergeExec source"),
+        "{error}"
+    );
+    assert_eq!(ints(&ctx, version).await, before);
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM t WHERE v = id").await,
+        [1000]
+    );
+
+    run(&ctx, "SET datafusion.runtime.memory_limit = '512M'").await;
+    run(&ctx, merge).await;
+    assert_eq!(ints(&ctx, version).await, [before[0] + 1]);
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM t WHERE v = id + 1").await,
+        [200_000]
+    );
+}
