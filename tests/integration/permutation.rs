@@ -145,6 +145,64 @@ async fn workers_each_reading_one_range_through_the_codec_read_the_split_once_in
     assert_eq!(ids(&run_decoded(&worker, &bytes).await.unwrap()), whole);
 }
 
+/// A split larger than one take chunk (131,072 ids) read in small batches:
+/// every row once, in plan order, across chunks and partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_larger_than_a_take_chunk_reads_in_plan_order_in_batch_size_slices() {
+    let dir = tempfile::tempdir().unwrap();
+    // One fragment: a row's address is its position, which is its id.
+    let base = dataset_path(&dir, "big.lance");
+    crate::fixtures::write(
+        &base,
+        vec![crate::fixtures::numbers_batch(0, 300_000)],
+        crate::fixtures::params(lance::dataset::WriteMode::Create, 1_000_000),
+    )
+    .await;
+    let ctx = context(1, &private_cache());
+    ok(&ctx, "SET datafusion.execution.batch_size = 1000").await;
+    let plan = dataset_path(&dir, "big_plan.lance");
+    ok(
+        &ctx,
+        &format!(
+            "SELECT * FROM lance_build_permutation('{base}', '{plan}', 'split=random', \
+             'ratios=0.9,0.1', 'seed=5', 'shuffle=true')"
+        ),
+    )
+    .await;
+    ok(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE p STORED AS LANCE LOCATION '{plan}'"),
+    )
+    .await;
+    let order = ids(&sql(
+        &ctx,
+        "SELECT CAST(row_id AS BIGINT) AS id FROM p WHERE split_id = 0",
+    )
+    .await
+    .unwrap());
+    assert_eq!(order.len(), 270_000);
+
+    let batches = sql(
+        &ctx,
+        &format!("SELECT id FROM lance_permutation('{plan}', 0)"),
+    )
+    .await
+    .unwrap();
+    assert!(
+        batches.iter().all(|b| b.num_rows() <= 1000),
+        "batch-size slices"
+    );
+    assert_eq!(ids(&batches), order, "the split in plan order");
+
+    let two = sql(
+        &ctx,
+        &format!("SELECT id FROM lance_permutation('{plan}', 0, 'partitions=2', 'offset=100000', 'limit=150000')"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids(&two), order[100_000..250_000].to_vec());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_build_travels_as_a_plan_and_commits_once_where_it_runs() {
     let dir = tempfile::tempdir().unwrap();

@@ -4,8 +4,12 @@
 //! Each partition reads one contiguous range of the split: it reads its
 //! stretch of the plan (by position, when the plan is sorted by split, or
 //! by scanning the plan in order otherwise), then takes the base rows by
-//! id in chunks of the session's batch size, a few chunks in flight,
-//! restoring plan order. Workers that each run one partition together read
+//! id in chunks of `TAKE_CHUNK_IDS` ids, two chunks in flight, and emits
+//! them in plan order in slices of the session's batch size. Large chunks
+//! matter: ids spread over the whole base touch one mini-block per id and
+//! column in a small chunk, while a large chunk shares each mini-block among
+//! many ids (8,192-id chunks read a shuffled 1M-row split of 10M rows 13×
+//! slower than one `take_rows` call). Workers that each run one partition together read
 //! every row of the range exactly once. The node carries locations,
 //! versions (with manifest e_tags), the split, the ranges, the columns and
 //! the plan's identity — no handle: a task opens both tables through its
@@ -36,7 +40,11 @@ use crate::location::{Snapshot, TableLocation};
 use crate::session::LanceSessionCache;
 
 /// Chunks of a range taken from the base at once.
-const CHUNKS_IN_FLIGHT: usize = 4;
+const CHUNKS_IN_FLIGHT: usize = 2;
+
+/// Row ids taken from the base in one call (at least the batch size). A
+/// partition holds up to this many rows times `CHUNKS_IN_FLIGHT`.
+const TAKE_CHUNK_IDS: u64 = 128 * 1024;
 
 /// What a [`PermutationScanExec`] reads: plain data.
 #[derive(Debug, Clone, PartialEq)]
@@ -184,7 +192,7 @@ impl ExecutionPlan for PermutationScanExec {
                     )))
                 })?;
             let ids = RangeIds::new(plan, read.clone(), range);
-            let chunks = ids.chunks(batch_size).await?;
+            let chunks = ids.chunks(TAKE_CHUNK_IDS.max(batch_size)).await?;
             let read = Arc::new(read);
             let taken = futures::stream::iter(chunks)
                 .map(move |chunk| {
@@ -193,7 +201,11 @@ impl ExecutionPlan for PermutationScanExec {
                     let schema = Arc::clone(&schema);
                     async move { take(&base, &read, &schema, chunk).await }
                 })
-                .buffered(CHUNKS_IN_FLIGHT);
+                .buffered(CHUNKS_IN_FLIGHT)
+                .map_ok(move |batch| {
+                    futures::stream::iter(slices(&batch, batch_size as usize).map(Ok))
+                })
+                .try_flatten();
             Ok::<_, DataFusionError>(taken)
         };
         let stream = futures::stream::once(open).try_flatten();
@@ -203,6 +215,15 @@ impl ExecutionPlan for PermutationScanExec {
         ));
         Ok(crate::cancel::cancellable(stream, &context))
     }
+}
+
+/// `batch` in slices of at most `size` rows.
+fn slices(batch: &RecordBatch, size: usize) -> impl Iterator<Item = RecordBatch> + use<> {
+    let batch = batch.clone();
+    let rows = batch.num_rows();
+    (0..rows)
+        .step_by(size.max(1))
+        .map(move |offset| batch.slice(offset, size.min(rows - offset)))
 }
 
 /// The row ids of one range of a split.
