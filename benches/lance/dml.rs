@@ -1,9 +1,10 @@
 //! Upsert and row-level DML tables.
 //!
 //! * upsert of `rows / 10` source rows (half matching existing keys) into a
-//!   `rows`-row table: `lance_merge` through SQL vs Lance's
-//!   `MergeInsertBuilder` on the same batches; each run in a child process so
-//!   its peak RSS is its own;
+//!   `rows`-row table, of `rows` source rows into it, and of `rows / 10`
+//!   into it with a BTREE index on the key: `lance_merge` and `MERGE INTO`
+//!   through SQL vs Lance's `MergeInsertBuilder` on the same batches; each
+//!   run in a child process so its peak RSS is its own;
 //! * `DELETE` / `UPDATE` of 1% of the rows through SQL vs Lance's
 //!   `DeleteBuilder` / `UpdateBuilder`.
 
@@ -68,9 +69,9 @@ async fn create_table(uri: &str, rows: usize) {
     .expect("write table");
 }
 
-/// Half of the source matches existing keys (even ids), half is new.
-fn upsert_source(rows: usize) -> Vec<RecordBatch> {
-    let n = (rows / 10) as i64;
+/// `n` source rows: half match existing keys (even ids), half are new.
+fn upsert_source(rows: usize, n: usize) -> Vec<RecordBatch> {
+    let n = n as i64;
     let matched = (0..n / 2).map(|i| i * 2);
     let new = (0..n / 2).map(move |i| rows as i64 + i);
     let ids: Vec<i64> = matched.chain(new).collect();
@@ -105,22 +106,51 @@ fn peak_rss_mb() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-/// Runs in a child process: one upsert variant, prints `RESULT secs rss_mb ...`.
+/// The upsert scenarios: name, the table's rows ÷ the source's, whether
+/// the key has a BTREE index.
+const SCENARIOS: &[(&str, usize, bool)] = &[
+    ("tenth", 10, false),
+    ("all", 1, false),
+    ("tenth-btree", 10, true),
+];
+
+/// Runs in a child process: one upsert variant (`side/scenario`), prints
+/// `RESULT secs rss_mb ...`.
 pub(crate) async fn upsert_child(args: &Args, variant: &str) {
+    let (side, scenario) = variant.split_once('/').expect("side/scenario");
+    let &(_, divisor, indexed) = SCENARIOS
+        .iter()
+        .find(|s| s.0 == scenario)
+        .expect("scenario");
     let dir = tempfile::Builder::new()
         .prefix("upsert-bench-")
         .tempdir_in(&args.dir)
         .expect("dir");
     let uri = dir.path().join("t.lance").to_string_lossy().to_string();
     create_table(&uri, args.rows).await;
-    let source = upsert_source(args.rows);
+    if indexed {
+        use lance::index::DatasetIndexExt;
+        use lance_index::IndexType;
+        use lance_index::scalar::ScalarIndexParams;
+        let mut ds = Dataset::open(&uri).await.expect("open");
+        ds.create_index(
+            &["id"],
+            IndexType::BTree,
+            None,
+            &ScalarIndexParams::default(),
+            false,
+        )
+        .await
+        .expect("btree");
+    }
+    let source = upsert_source(args.rows, args.rows / divisor);
     let rss_before = current_rss_mb();
     // Reset the peak so it measures the upsert alone (Linux >= 4.0).
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let cpu0 = cpu_time();
     let t = Instant::now();
-    let (inserted, updated) = match variant {
-        "sql" => {
+    let (inserted, updated) = match side {
+        "sql" | "merge-into" => {
             let ctx = datafusion_lance::lance_session_context(config(2));
             ctx.sql(&format!(
                 "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION '{uri}'"
@@ -132,13 +162,25 @@ pub(crate) async fn upsert_child(args: &Args, variant: &str) {
                 Arc::new(MemTable::try_new(schema(), vec![source]).expect("memtable")),
             )
             .expect("src");
-            let out = ctx
-                .sql("SELECT inserted, updated FROM lance_merge('t', (SELECT * FROM src), 'id')")
+            let out = if side == "sql" {
+                ctx.sql("SELECT inserted, updated FROM lance_merge('t', (SELECT * FROM src), 'id')")
+                    .await
+                    .expect("plan")
+                    .collect()
+                    .await
+                    .expect("merge")
+            } else {
+                use datafusion_lance::LanceSessionContextExt;
+                ctx.lance_sql(
+                    "MERGE INTO t USING src ON t.id = src.id \
+                     WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
+                )
                 .await
                 .expect("plan")
                 .collect()
                 .await
-                .expect("merge");
+                .expect("merge")
+            };
             let col =
                 |i: usize| arrow::compute::cast(out[0].column(i), &DataType::Int64).expect("cast");
             let value = |i: usize| {
@@ -195,58 +237,81 @@ fn child(args: &Args, variant: &str) -> Option<Vec<String>> {
 
 pub(crate) async fn upsert_table(args: &Args) {
     println!(
-        "\n## Upsert: {} source rows (50% matched) into a {}-row table\n",
-        args.rows / 10,
+        "\n## Upsert into a {}-row table (50% of the source matched)\n",
         args.rows
     );
     println!(
-        "Each run in its own process (a new table each time), so its peak RSS is its own; {} \
-         runs per side, interleaved. Cells: median (min–max). Ratio: lance_merge's time ÷ \
-         MergeInsertBuilder's.\n",
+        "Each run in its own process (a new table each time, the index built before the \
+         timing), so its peak RSS is its own; {} runs per side, interleaved. Cells: median \
+         (min–max). Ratio: time (and peak RSS) ÷ MergeInsertBuilder's in the same scenario.\n",
         args.iters
     );
-    println!("| upsert | time | cores | peak RSS during the upsert | inserted / updated |");
-    println!("|---|---|---|---|---|");
-    let variants = [
+    println!(
+        "| scenario | upsert | time | ÷ builder | cores | peak RSS during the upsert | ÷ builder | inserted / updated |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let sides = [
         ("datafusion-lance: lance_merge(...) (SQL)", "sql"),
+        (
+            "datafusion-lance: MERGE INTO ... UPDATE SET * / INSERT *",
+            "merge-into",
+        ),
         ("Lance MergeInsertBuilder::execute_batches", "lance"),
     ];
-    let mut runs: Vec<Vec<Vec<String>>> = vec![Vec::new(); variants.len()];
-    for _ in 0..args.iters.max(1) {
-        for (i, (_, variant)) in variants.iter().enumerate() {
-            match child(args, variant) {
-                Some(r) if r.len() == 6 => runs[i].push(r),
-                _ => eprintln!("upsert child {variant} failed"),
+    for &(scenario, divisor, indexed) in SCENARIOS {
+        let title = format!(
+            "{} into {}{}",
+            args.rows / divisor,
+            args.rows,
+            if indexed { ", BTREE on the key" } else { "" }
+        );
+        let mut runs: Vec<Vec<Vec<f64>>> = vec![Vec::new(); sides.len()];
+        let mut counts = vec![String::new(); sides.len()];
+        for _ in 0..args.iters.max(1) {
+            for (i, (_, side)) in sides.iter().enumerate() {
+                match child(args, &format!("{side}/{scenario}")) {
+                    Some(r) if r.len() == 6 => {
+                        counts[i] = format!("{} / {}", r[4], r[5]);
+                        runs[i].push(r.iter().filter_map(|v| v.parse().ok()).collect());
+                    }
+                    _ => eprintln!("upsert child {side}/{scenario} failed"),
+                }
             }
         }
-    }
-    let mut medians = Vec::new();
-    for ((label, _), results) in variants.iter().zip(&runs) {
-        if results.is_empty() {
-            println!("| {label} | failed | | | |");
-            continue;
-        }
-        let column = |i: usize| -> (f64, f64, f64) {
-            let mut v: Vec<f64> = results.iter().filter_map(|r| r[i].parse().ok()).collect();
+        let column = |results: &[Vec<f64>], i: usize| -> (f64, f64, f64) {
+            let mut v: Vec<f64> = results.iter().map(|r| r[i]).collect();
             v.sort_by(|a, b| a.total_cmp(b));
             (v[v.len() / 2], v[0], v[v.len() - 1])
         };
-        let (t, t_min, t_max) = column(0);
-        let (rss, rss_min, rss_max) = column(1);
-        let (cores, _, _) = column(3);
-        println!(
-            "| {label} | {t:.3} s ({t_min:.3}–{t_max:.3}) | {cores:.1} | {rss:.0} MB ({rss_min:.0}–{rss_max:.0}) | {} / {} |",
-            results[0][4], results[0][5]
-        );
-        medians.push((t, t_min, t_max));
-    }
-    if let [(a, a_min, a_max), (b, b_min, b_max)] = medians.as_slice() {
-        println!(
-            "\nlance_merge ÷ MergeInsertBuilder: {:.2}× ({:.2}–{:.2})",
-            a / b,
-            a_min / b_max,
-            a_max / b_min
-        );
+        let builder = runs
+            .last()
+            .filter(|r| !r.is_empty())
+            .map(|r| (column(r, 0), column(r, 1)));
+        for (((label, _), results), counts) in sides.iter().zip(&runs).zip(&counts) {
+            if results.is_empty() {
+                println!("| {title} | {label} | failed | | | | | |");
+                continue;
+            }
+            let (t, t_min, t_max) = column(results, 0);
+            let (rss, rss_min, rss_max) = column(results, 1);
+            let (cores, _, _) = column(results, 3);
+            let versus = |ours: (f64, f64, f64), theirs: Option<(f64, f64, f64)>| {
+                theirs.map_or(String::new(), |(b, b_min, b_max)| {
+                    format!(
+                        "{:.2}× ({:.2}–{:.2})",
+                        ours.0 / b,
+                        ours.1 / b_max,
+                        ours.2 / b_min
+                    )
+                })
+            };
+            println!(
+                "| {title} | {label} | {t:.3} s ({t_min:.3}–{t_max:.3}) | {} | {cores:.1} | \
+                 {rss:.0} MB ({rss_min:.0}–{rss_max:.0}) | {} | {counts} |",
+                versus((t, t_min, t_max), builder.map(|b| b.0)),
+                versus((rss, rss_min, rss_max), builder.map(|b| b.1)),
+            );
+        }
     }
 }
 
