@@ -258,10 +258,12 @@ impl LanceSessionContextExt for SessionContext {
         match planner::plan_statement(&state, sql).await? {
             Planned::Ours(plan) => execute_lance_plan(self, *plan).await,
             Planned::DataFusions(plan) => match *plan {
-                // DDL and statements change the context: DataFusion runs them.
+                // DDL and statements change the context: they run now
+                // (an `EXECUTE` of a statement prepared as its text is
+                // planned here).
                 plan @ (LogicalPlan::Ddl(_) | LogicalPlan::Statement(_)) => {
                     drop(state);
-                    self.execute_logical_plan(plan).await
+                    execute_lance_plan(self, plan).await
                 }
                 // A query (or DML) becomes a frame on the state it was
                 // planned with, as `execute_logical_plan` would make it on a

@@ -38,6 +38,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 use super::alter::{altered_table, plan_alter_table, run_alter};
 use super::index::plan_index_statement;
 use super::merge_into::{mark_stars, plan_merge_into};
+use super::prepared;
 use super::time_travel::{self, AS_OF_FUNCTION_NAME, PinnedRelations};
 use crate::catalog::{plan_catalog_ddl, refresh_catalogs_of};
 use crate::error::fail;
@@ -115,29 +116,17 @@ enum Intercepted {
 /// with `parse_theirs`, also parses a statement that cannot be this
 /// crate's (otherwise such text is `Unparsed`).
 async fn intercept(state: &SessionState, sql: &str, parse_theirs: bool) -> DFResult<Intercepted> {
-    let (refresh, statement, ours, searches) = {
-        let name = state.config_options().sql_parser.dialect;
-        let Some(dialect) = dialect_from_str(name) else {
-            return fail!(invalid_input, "unknown SQL dialect '{name}'");
-        };
-        let Ok(tokens) = Tokenizer::new(dialect.as_ref(), sql).tokenize_with_location() else {
-            return Ok(Intercepted::Unparsed);
-        };
-        let refresh = lists_tables(&tokens);
-        let limit = state.config_options().sql_parser.recursion_limit;
-        // Dialects that parse time-travel clauses themselves (`AT(...)`,
-        // `FOR SYSTEM_TIME AS OF`): a clause on a statement's target must be
-        // seen here, as DataFusion drops it from a `DELETE`.
-        let searches = names_tables(&tokens);
-        let ours = may_be_ours(&tokens) || searches || dialect.supports_table_versioning();
-        let statement = if ours {
-            parse(tokens, dialect.as_ref(), limit)
-        } else if parse_theirs {
-            parse_one(tokens, dialect.as_ref(), limit).map(|s| (s, true))
-        } else {
-            None
-        };
-        (refresh, statement, ours, searches)
+    let (refresh, statement, ours, searches) = match read(state, sql, parse_theirs)? {
+        Read::Unparsed => return Ok(Intercepted::Unparsed),
+        Read::Prepare(prepare) => {
+            return Ok(Intercepted::Ours(Box::new(prepare.plan(state).await?)));
+        }
+        Read::Statement {
+            refresh,
+            statement,
+            ours,
+            searches,
+        } => (refresh, statement, ours, searches),
     };
     if refresh {
         refresh_catalogs_of(state).await?;
@@ -180,6 +169,63 @@ async fn intercept(state: &SessionState, sql: &str, parse_theirs: bool) -> DFRes
         // dialect does not know): DataFusion parses the text again, for its
         // own errors.
         Ours::No => Intercepted::Unparsed,
+    })
+}
+
+/// What [`read`] found in SQL text.
+enum Read {
+    /// Text that does not tokenize.
+    Unparsed,
+    /// A `PREPARE` of a statement this crate plans.
+    Prepare(prepared::Prepare),
+    /// Any other statement (parsed when it may be this crate's, or when
+    /// asked to).
+    Statement {
+        /// It may list tables: the Lance catalogs are listed again first.
+        refresh: bool,
+        statement: Option<(DFStatement, bool)>,
+        /// It may be this crate's.
+        ours: bool,
+        /// It calls a table function that looks its table up.
+        searches: bool,
+    },
+}
+
+/// Tokenizes `sql` and parses it when it may be this crate's (or when
+/// `parse_theirs`).
+fn read(state: &SessionState, sql: &str, parse_theirs: bool) -> DFResult<Read> {
+    let name = state.config_options().sql_parser.dialect;
+    let Some(dialect) = dialect_from_str(name) else {
+        return fail!(invalid_input, "unknown SQL dialect '{name}'");
+    };
+    let Ok(tokens) = Tokenizer::new(dialect.as_ref(), sql).tokenize_with_location() else {
+        return Ok(Read::Unparsed);
+    };
+    // A statement this crate plans, prepared: stored as its text.
+    if let Some((head, inner)) = prepared::split_prepare(&tokens)
+        && (may_be_ours(inner) || names_tables(inner) || dialect.supports_table_versioning())
+    {
+        return Ok(Read::Prepare(prepared::Prepare::new(sql, head, inner)));
+    }
+    let refresh = lists_tables(&tokens);
+    let limit = state.config_options().sql_parser.recursion_limit;
+    // Dialects that parse time-travel clauses themselves (`AT(...)`,
+    // `FOR SYSTEM_TIME AS OF`): a clause on a statement's target must be
+    // seen here, as DataFusion drops it from a `DELETE`.
+    let searches = names_tables(&tokens);
+    let ours = may_be_ours(&tokens) || searches || dialect.supports_table_versioning();
+    let statement = if ours {
+        parse(tokens, dialect.as_ref(), limit)
+    } else if parse_theirs {
+        parse_one(tokens, dialect.as_ref(), limit).map(|s| (s, true))
+    } else {
+        None
+    };
+    Ok(Read::Statement {
+        refresh,
+        statement,
+        ours,
+        searches,
     })
 }
 
@@ -389,8 +435,27 @@ pub async fn execute_lance_plan(ctx: &SessionContext, plan: LogicalPlan) -> DFRe
     if let Some(frame) = crate::catalog::run_catalog_plan(ctx, &plan).await? {
         return Ok(frame);
     }
-    match altered_table(&plan) {
-        Some(target) => run_alter(ctx, plan, &target).await,
-        None => ctx.execute_logical_plan(plan).await,
+    let executes = matches!(
+        &plan,
+        LogicalPlan::Statement(datafusion::logical_expr::Statement::Execute(_))
+    );
+    let frame = match altered_table(&plan) {
+        Some(target) => return run_alter(ctx, plan, &target).await,
+        None => ctx.execute_logical_plan(plan).await?,
+    };
+    if executes {
+        let state = ctx.state();
+        let text = {
+            let name = state.config_options().sql_parser.dialect;
+            let Some(dialect) = dialect_from_str(name) else {
+                return fail!(invalid_input, "unknown SQL dialect '{name}'");
+            };
+            prepared::executed_text(frame.logical_plan(), dialect.as_ref())?
+        };
+        if let Some(text) = text {
+            let plan = plan_sql(&state, &text).await?;
+            return Box::pin(execute_lance_plan(ctx, plan)).await;
+        }
     }
+    Ok(frame)
 }

@@ -8,6 +8,7 @@ pub(crate) mod front_door;
 pub(crate) mod index;
 pub(crate) mod merge;
 pub(crate) mod merge_into;
+pub(crate) mod prepared;
 pub(crate) mod snapshot;
 pub(crate) mod table_functions;
 pub(crate) mod time_travel;

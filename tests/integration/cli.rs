@@ -623,3 +623,54 @@ async fn other_formats_on_local_paths() {
         assert!(text.contains(row), "{row}: {text}");
     }
 }
+
+/// `PREPARE` / `EXECUTE` of a vector search, as typed: in one `-c`, in a
+/// script (`-f`) and in the REPL.
+#[test]
+fn a_prepared_search_runs_in_lance_sql() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("v.lance").to_string_lossy().to_string();
+    let statements = format!(
+        "CREATE EXTERNAL TABLE v (id BIGINT NOT NULL, emb FLOAT[2]) STORED AS LANCE LOCATION '{uri}';\n\
+         INSERT INTO v VALUES (1, [1, 0]), (2, [0, 1]), (3, [1, 1]);\n\
+         PREPARE near(FLOAT, FLOAT, BIGINT) AS\n  SELECT id FROM lance_vector_search('v', 'emb', [$1, $2], $3) ORDER BY _distance, id;\n\
+         EXECUTE near(0.0, 1.0, 2);\n\
+         EXECUTE near(1.0, 0.0, 1);\n"
+    );
+    let expected = "id\n2\n3\nid\n1\n";
+    let printed = |out: &Output| {
+        assert!(out.status.success(), "{}", stderr(out));
+        let text = stdout(out);
+        text[text.find("id\n").expect("a result")..].to_string()
+    };
+    std::fs::remove_dir_all(&uri).ok();
+    let out = lance_sql(&["-q", "--format", "csv", "-c", &statements]);
+    assert_eq!(printed(&out), expected);
+
+    std::fs::remove_dir_all(&uri).unwrap();
+    let script = dir.path().join("prepared.sql");
+    std::fs::write(&script, &statements).unwrap();
+    let out = lance_sql(&["-q", "--format", "csv", "-f", &script.to_string_lossy()]);
+    assert_eq!(printed(&out), expected);
+
+    std::fs::remove_dir_all(&uri).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+        .args(["-q", "--format", "csv"])
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run lance-sql");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{statements}\\q\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(printed(&out), expected);
+}
