@@ -50,8 +50,9 @@ fn merge_lock(uri: &str) -> Arc<tokio::sync::Mutex<()>> {
 /// Upserts its input into a Lance table with Lance's merge-insert.
 ///
 /// The input is hash-partitioned on the key (the node requires it, so
-/// DataFusion inserts the repartitioning): every key value lives in one
-/// partition, which checks that no key occurs twice. The whole source is read
+/// DataFusion inserts the repartitioning when the source has several
+/// partitions): every key value lives in one partition, which checks that
+/// no key occurs twice. The whole source is read
 /// and checked before Lance starts: an ambiguous key or any source error fails
 /// the statement with nothing written. Then ONE merge-insert job runs against
 /// the table's latest version: one statement, one version. Merges of a table
@@ -187,8 +188,12 @@ impl ExecutionPlan for LanceMergeExec {
         vec![Distribution::HashPartitioned(keys)]
     }
 
+    /// No: a source of one partition is already partitioned on the key (one
+    /// partition holds every key), and splitting it would copy the whole
+    /// source to check it on more cores (the check costs less than the copy).
+    /// A source of several partitions is hash-partitioned on the key.
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        vec![true]
+        vec![false]
     }
 
     fn metrics(&self) -> Option<MetricsSet> {
