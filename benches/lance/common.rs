@@ -46,7 +46,7 @@ pub(crate) fn args() -> Args {
             "--iters" => out.iters = it.next().and_then(|v| v.parse().ok()).expect("--iters N"),
             "--dir" => out.dir = PathBuf::from(it.next().expect("--dir PATH")),
             "--only" => out.sections.push(it.next().expect(
-                "--only read|sessions|insert|upsert|dml|contention|plans|cluster|search|catalog|fragments|cloud|permutation",
+                "--only read|sessions|insert|upsert|dml|contention|plans|cluster|search|catalog|fragments|cloud|permutation|statements",
             )),
             "--variant" => out.variant = it.next().expect("--variant NAME"),
             "--commit-budget" => {

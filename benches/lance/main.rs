@@ -24,8 +24,10 @@
 //! source through SQL, vs Lance's `InsertBuilder` on the same batches, vs a
 //! naive sink committing every batch.
 //!
-//! **upsert**, **dml** — `lance_merge` vs `MergeInsertBuilder` (peak memory
-//! per run), and 1% `DELETE`/`UPDATE` vs Lance's builders.
+//! **upsert**, **dml** — `lance_merge` and `MERGE INTO` vs
+//! `MergeInsertBuilder` (1M and 10M source rows into 10M, and with a BTREE
+//! index on the key; peak RSS per run), and 1% `DELETE`/`UPDATE` vs
+//! Lance's builders.
 //!
 //! **contention** — per statement kind, the highest rate of competing
 //! appends (another process) at which 10 of 10 statements commit with the
@@ -61,10 +63,16 @@
 //! 1,000,000 rows, the requests per statement, and an `INSERT` of them in
 //! bounded requests (`cargo bench --bench lance -- --only cloud`).
 //!
-//! **permutation** — building a plan over the table vs a scan of its row
-//! ids, and reading a shuffled 1,000,000-row split vs Lance's `take_rows`
-//! with the same ids and a sequential scan, with peak heap
+//! **permutation** — building a plan over the table vs the same ids
+//! scanned and written with Lance by hand, and reading a shuffled
+//! 1,000,000-row split vs Lance's `take_rows` with the same ids and a
+//! sequential scan, with peak heap
 //! (`cargo bench --bench lance -- --only permutation`).
+//!
+//! **statements** — one indexed vector search as a plain statement, as
+//! `EXECUTE` of a prepared one, DataFusion's `SELECT 1` floor and Lance's
+//! `Scanner::nearest`; 8 concurrent clients' queries per second
+//! (`cargo bench --bench lance -- --only statements`).
 //!
 //! Every cell is the median of `--iters` (default 5) runs with min–max, the
 //! sides of a comparison interleaved (A B A B ...) after one warm-up run
@@ -89,6 +97,7 @@ mod permutation;
 mod plans;
 mod read;
 mod search;
+mod statements;
 
 #[global_allocator]
 static ALLOC: memory::Counting = memory::Counting;
@@ -148,6 +157,9 @@ fn main() {
         }
         if run("permutation") {
             permutation::permutation_table(&args).await;
+        }
+        if run("statements") {
+            statements::statements_table(&args).await;
         }
     });
     println!(

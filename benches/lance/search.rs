@@ -126,12 +126,13 @@ pub(crate) async fn search_table(args: &Args) {
     crate::hybrid::hybrid_table(args).await;
 }
 
-async fn vector_table(args: &Args) {
+/// The 200,000 × 64 vector table with its IVF_PQ index (written once,
+/// then reused), registered in `ctx` as `v`; its location.
+pub(crate) async fn vector_dataset(args: &Args, ctx: &SessionContext) -> String {
     let path = args
         .dir
         .join(format!("search-vectors-{VECTORS}x{DIM}.lance"));
     let uri = path.to_string_lossy().to_string();
-    let ctx = context();
     if !exists(&path) {
         let (emb_field, emb) = vector_column();
         let batch = RecordBatch::try_new(
@@ -147,23 +148,29 @@ async fn vector_table(args: &Args) {
         .expect("batch");
         write(&uri, batch).await;
         run(
-            &ctx,
+            ctx,
             &format!("CREATE EXTERNAL TABLE v STORED AS LANCE LOCATION '{uri}'"),
         )
         .await;
         run(
-            &ctx,
+            ctx,
             "CREATE INDEX emb_pq ON v USING IVF_PQ (emb) WITH (num_partitions = 64, \
              num_sub_vectors = 16)",
         )
         .await;
     } else {
         run(
-            &ctx,
+            ctx,
             &format!("CREATE EXTERNAL TABLE v STORED AS LANCE LOCATION '{uri}'"),
         )
         .await;
     }
+    uri
+}
+
+async fn vector_table(args: &Args) {
+    let ctx = context();
+    let uri = vector_dataset(args, &ctx).await;
     let ds = Dataset::open(&uri).await.expect("open");
     let q: Vec<f32> = (0..DIM as u64).map(|i| gauss(1 << 40 | i)).collect();
     let literal = vector_literal(&q);

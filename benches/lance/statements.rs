@@ -1,0 +1,200 @@
+//! **statements** — the per-statement cost of a vector search (the search
+//! section's 200,000 × 64 table, IVF_PQ, `nprobes=8`, k = 10):
+//!
+//! * the plain statement, the same search prepared (`EXECUTE` with `k`, and
+//!   with the query vector, as parameters), DataFusion's floor (`SELECT 1`
+//!   through the same front door) and Lance's `Scanner::nearest`, each
+//!   interleaved;
+//! * 8 concurrent clients on one context vs 8 concurrent
+//!   `Scanner::nearest` calls: queries per second.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::Float32Array;
+use lance::Dataset;
+
+use crate::common::{Args, Stats, interleaved, ratio, side};
+use crate::search::{DIM, context, count, gauss, run, vector_dataset, vector_literal};
+
+/// Concurrent clients, and the searches each runs per round.
+const CLIENTS: usize = 8;
+const PER_CLIENT: usize = 25;
+
+async fn nearest(ds: &Dataset, q: &[f32]) {
+    let mut scanner = ds.scan();
+    scanner.project(&["id"]).expect("project");
+    scanner
+        .nearest("emb", &Float32Array::from(q.to_vec()), 10)
+        .expect("nearest")
+        .nprobes(8);
+    assert_eq!(count(&scanner).await, 10);
+}
+
+pub(crate) async fn statements_table(args: &Args) {
+    let ctx = context();
+    let uri = vector_dataset(args, &ctx).await;
+    let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
+    let q: Vec<f32> = (0..DIM as u64).map(|i| gauss(1 << 40 | i)).collect();
+    let literal = vector_literal(&q);
+    let plain = format!(
+        "SELECT id, _distance FROM lance_vector_search('v', 'emb', {literal}, 10, 'nprobes=8')"
+    );
+    run(
+        &ctx,
+        &format!(
+            "PREPARE by_k(BIGINT) AS SELECT id, _distance FROM lance_vector_search('v', 'emb', \
+             {literal}, $1, 'nprobes=8')"
+        ),
+    )
+    .await;
+    run(
+        &ctx,
+        "PREPARE by_vector AS SELECT id, _distance FROM lance_vector_search('v', 'emb', $1, 10, \
+         'nprobes=8')",
+    )
+    .await;
+    let by_vector = format!("EXECUTE by_vector({literal})");
+    let statement = |sql: String, rows: usize| {
+        let ctx = ctx.clone();
+        side(move || {
+            let (ctx, sql) = (ctx.clone(), sql.clone());
+            async move {
+                assert_eq!(run(&ctx, &sql).await, rows);
+            }
+        })
+    };
+    let mut sides = vec![
+        statement(plain.clone(), 10),
+        statement("EXECUTE by_k(10)".to_string(), 10),
+        statement(by_vector, 10),
+        statement("SELECT 1".to_string(), 1),
+        {
+            let (ds, q) = (Arc::clone(&ds), q.clone());
+            side(move || {
+                let (ds, q) = (Arc::clone(&ds), q.clone());
+                async move { nearest(&ds, &q).await }
+            })
+        },
+    ];
+    let s = interleaved(args.iters, &mut sides).await;
+    println!(
+        "\n## Statements: one top-10 vector search (200,000 × {DIM}, IVF_PQ, nprobes 8), plain \
+         and prepared\n"
+    );
+    println!(
+        "Each cell: median of {} interleaved runs (min–max) / cores. Ratios: time ÷ Lance's \
+         `Scanner::nearest`; the last column takes DataFusion's floor (`SELECT 1` through the \
+         same front door) off the statement first.\n",
+        args.iters
+    );
+    println!("| statement | time in ms | ÷ Lance | (time − SELECT 1) ÷ Lance |");
+    println!("|---|---|---|---|");
+    let labels = [
+        "`SELECT … FROM lance_vector_search('v', 'emb', [64 floats], 10, 'nprobes=8')`",
+        "`EXECUTE by_k(10)` (k a parameter)",
+        "`EXECUTE by_vector([64 floats])` (the vector a parameter)",
+        "`SELECT 1`",
+        "Lance `Scanner::nearest`, nprobes 8",
+    ];
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    for (i, (label, stats)) in labels.iter().zip(&s).enumerate() {
+        // The floor taken off the searches through SQL only.
+        let less_floor = match i {
+            0..=2 => format!(
+                "{:.2}×",
+                (ms(stats.median) - ms(s[3].median)) / ms(s[4].median)
+            ),
+            _ => "—".to_string(),
+        };
+        println!(
+            "| {label} | {:.2} ({:.2}–{:.2}) / {:.1} | {} | {less_floor} |",
+            ms(stats.median),
+            ms(stats.min),
+            ms(stats.max),
+            stats.cores,
+            ratio(stats, &s[4]),
+        );
+    }
+    concurrent_table(args, &ctx, &plain, &ds, &q).await;
+}
+
+/// `CLIENTS` concurrent clients, each running `PER_CLIENT` searches.
+async fn concurrent_table(
+    args: &Args,
+    ctx: &datafusion::prelude::SessionContext,
+    plain: &str,
+    ds: &Arc<Dataset>,
+    q: &[f32],
+) {
+    let sql_round = || {
+        let ctx = ctx.clone();
+        let plain = plain.to_string();
+        side(move || {
+            let (ctx, plain) = (ctx.clone(), plain.clone());
+            async move {
+                let clients: Vec<_> = (0..CLIENTS)
+                    .map(|_| {
+                        let (ctx, plain) = (ctx.clone(), plain.clone());
+                        tokio::spawn(async move {
+                            for _ in 0..PER_CLIENT {
+                                assert_eq!(run(&ctx, &plain).await, 10);
+                            }
+                        })
+                    })
+                    .collect();
+                for c in clients {
+                    c.await.expect("client");
+                }
+            }
+        })
+    };
+    let lance_round = || {
+        let (ds, q) = (Arc::clone(ds), q.to_vec());
+        side(move || {
+            let (ds, q) = (Arc::clone(&ds), q.clone());
+            async move {
+                let clients: Vec<_> = (0..CLIENTS)
+                    .map(|_| {
+                        let (ds, q) = (Arc::clone(&ds), q.clone());
+                        tokio::spawn(async move {
+                            for _ in 0..PER_CLIENT {
+                                nearest(&ds, &q).await;
+                            }
+                        })
+                    })
+                    .collect();
+                for c in clients {
+                    c.await.expect("client");
+                }
+            }
+        })
+    };
+    let started = Instant::now();
+    let mut sides = vec![sql_round(), lance_round()];
+    let s: Vec<Stats> = interleaved(args.iters, &mut sides).await;
+    let queries = (CLIENTS * PER_CLIENT) as f64;
+    let qps = |stats: &Stats| queries / stats.median.as_secs_f64();
+    println!(
+        "\n{CLIENTS} concurrent clients, {PER_CLIENT} searches each per run ({} interleaved runs, \
+         {:.0} s in all). Ratio: queries per second ÷ Lance's.\n",
+        args.iters,
+        started.elapsed().as_secs_f64()
+    );
+    println!("| clients | run time | queries/s | ÷ Lance's queries/s |");
+    println!("|---|---|---|---|");
+    for (label, stats) in [
+        "datafusion-lance: lance_vector_search on one context",
+        "Lance: Scanner::nearest on one Dataset",
+    ]
+    .iter()
+    .zip(&s)
+    {
+        println!(
+            "| {label} | {} | {:.0} | {:.2}× |",
+            stats.cell(),
+            qps(stats),
+            qps(stats) / qps(&s[1])
+        );
+    }
+}
