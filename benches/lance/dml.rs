@@ -193,6 +193,9 @@ pub(crate) async fn upsert_child(args: &Args, variant: &str) {
             (value(0), value(1))
         }
         _ => {
+            // A caller keeping its batches while Lance runs, as a session
+            // keeps a registered in-memory table (`lance-kept`).
+            let kept = (side == "lance-kept").then(|| source.clone());
             let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
             let mut builder = MergeInsertBuilder::try_new(ds, vec!["id".into()]).expect("builder");
             builder
@@ -204,6 +207,7 @@ pub(crate) async fn upsert_child(args: &Args, variant: &str) {
                 .execute_batches(source)
                 .await
                 .expect("merge");
+            drop(kept);
             (stats.num_inserted_rows, stats.num_updated_rows)
         }
     };
@@ -255,6 +259,10 @@ pub(crate) async fn upsert_table(args: &Args) {
         (
             "datafusion-lance: MERGE INTO ... UPDATE SET * / INSERT *",
             "merge-into",
+        ),
+        (
+            "Lance MergeInsertBuilder, the caller keeping its batches meanwhile",
+            "lance-kept",
         ),
         ("Lance MergeInsertBuilder::execute_batches", "lance"),
     ];

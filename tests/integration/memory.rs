@@ -66,3 +66,62 @@ async fn a_merge_source_over_the_memory_limit_fails_clearly_and_writes_nothing()
         [200_000]
     );
 }
+
+/// An `INSERT`'s writers reserve their column buffers from the pool: with
+/// room they take Lance's default, under a tight limit smaller buffers (the
+/// rows are the same), and below the least a writer needs the statement
+/// fails clearly and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insert_writers_buffer_within_the_memory_limit_or_fail_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "t.lance");
+    let ctx = context(2, &private_cache());
+    run(
+        &ctx,
+        &format!(
+            "CREATE EXTERNAL TABLE t (id BIGINT NOT NULL, v BIGINT, tag VARCHAR) \
+             STORED AS LANCE LOCATION '{uri}'"
+        ),
+    )
+    .await;
+    let insert = |from: i64| {
+        format!(
+            "INSERT INTO t SELECT value AS id, value * 2 AS v, repeat('z', 16) AS tag \
+             FROM generate_series({from}, {}) ",
+            from + 199_999
+        )
+    };
+    let version = "SELECT max(version) FROM lance_versions('t')";
+    let rows = "SELECT count(*), sum(v - 2 * id), sum(length(tag)) FROM t";
+
+    // Room for Lance's default (2 writers × 3 columns × 8 MiB).
+    run(&ctx, "SET datafusion.runtime.memory_limit = '128M'").await;
+    run(&ctx, &insert(0)).await;
+    assert_eq!(ints(&ctx, rows).await, [200_000, 0, 3_200_000]);
+
+    // 1 MiB: each writer gets 128 KiB per column; the same rows arrive.
+    run(&ctx, "SET datafusion.runtime.memory_limit = '1M'").await;
+    run(&ctx, &insert(200_000)).await;
+    assert_eq!(ints(&ctx, rows).await, [400_000, 0, 6_400_000]);
+    let before = ints(&ctx, version).await;
+
+    // 100 KiB: less than one writer's least (3 columns × 64 KiB).
+    run(&ctx, "SET datafusion.runtime.memory_limit = '100K'").await;
+    let error = ctx
+        .sql(&insert(400_000))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .expect_err("writers needing 192 KiB under a 100 KiB limit")
+        .to_string();
+    assert!(
+        error.contains("Resources exhausted")
+            && error.contains("writing to 't': a writer buffers at least 64 KiB per column"),
+        "{error}"
+    );
+    run(&ctx, "SET datafusion.runtime.memory_limit = '512M'").await;
+    assert_eq!(ints(&ctx, version).await, before);
+    assert_eq!(ints(&ctx, rows).await, [400_000, 0, 6_400_000]);
+    crate::support::validates(&uri).await;
+}

@@ -164,7 +164,9 @@ impl WriteTarget {
     /// This target in a running task: the task's Lance session and the store
     /// parameters this process uses for the location.
     pub(crate) fn open(self: &Arc<Self>, context: &TaskContext) -> Arc<OpenTarget> {
-        self.open_for(context.session_config())
+        let mut open = Arc::unwrap_or_clone(self.open_for(context.session_config()));
+        open.memory_pool = Some(Arc::clone(context.memory_pool()));
+        Arc::new(open)
     }
 
     /// [`Self::open`] for a committing node, whose commit is recorded in
@@ -192,6 +194,7 @@ impl WriteTarget {
             cache,
             params,
             metrics: WriteMetrics::unread(),
+            memory_pool: None,
         })
     }
 }
@@ -204,6 +207,9 @@ pub(crate) struct OpenTarget {
     pub(crate) params: ObjectStoreParams,
     /// Where the commit is recorded (see [`WriteTarget::open_metered`]).
     pub(crate) metrics: WriteMetrics,
+    /// The task's memory pool, which writers reserve their buffers from
+    /// (`None` outside a task: Lance's default buffers, unreserved).
+    pub(crate) memory_pool: Option<Arc<dyn datafusion::execution::memory_pool::MemoryPool>>,
 }
 
 impl std::ops::Deref for OpenTarget {

@@ -8,6 +8,7 @@ use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::internal_err;
 use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryLimit, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -22,6 +23,7 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 use lance::dataset::transaction::Operation;
 use lance::dataset::{InsertBuilder, WriteDestination, WriteMode, WriteParams};
+use lance_file::writer::FileWriterOptions;
 
 use crate::error::Error;
 use crate::physical_plan::fragment_rows::{encode_fragments, fragments_schema};
@@ -236,6 +238,49 @@ impl WriteCounts {
     }
 }
 
+/// Lance's buffer for each column of a file being written (its default).
+const COLUMN_BUFFER: usize = 8 << 20;
+/// The least buffer a column gets under a tight memory limit (smaller
+/// buffers make smaller pages).
+const MIN_COLUMN_BUFFER: usize = 64 << 10;
+
+/// Reserves a writer's column buffers from the task's memory pool: Lance's
+/// default (8 MiB per column) when the pool has room, less (halved down to
+/// 64 KiB per column) under a tight limit, taking at most half of what the
+/// limit leaves so that the statement's other writers get their share; the
+/// writer is then told to buffer no more than what was reserved. Fails with
+/// "resources exhausted" when even the least does not fit.
+fn reserve_buffers(target: &OpenTarget) -> DFResult<Option<MemoryReservation>> {
+    let Some(pool) = &target.memory_pool else {
+        return Ok(None);
+    };
+    let columns = target.schema.fields().len().max(1);
+    let share = match pool.memory_limit() {
+        MemoryLimit::Finite(limit) => limit.saturating_sub(pool.reserved()) / 2,
+        MemoryLimit::Infinite | MemoryLimit::Unknown => usize::MAX,
+    };
+    let reservation =
+        MemoryConsumer::new(format!("Lance writer of '{}'", target.table)).register(pool);
+    let mut per_column = COLUMN_BUFFER;
+    while per_column > MIN_COLUMN_BUFFER && per_column * columns > share {
+        per_column /= 2;
+    }
+    loop {
+        match reservation.try_grow(per_column * columns) {
+            Ok(()) => return Ok(Some(reservation)),
+            Err(_) if per_column > MIN_COLUMN_BUFFER => per_column /= 2,
+            Err(e) => {
+                return Err(e.context(format!(
+                    "writing to '{}': a writer buffers at least {} KiB per column ({columns} \
+                     columns) and the memory limit leaves less",
+                    target.table,
+                    MIN_COLUMN_BUFFER >> 10
+                )));
+            }
+        }
+    }
+}
+
 /// Writes one partition; returns rows written and the uncommitted fragments.
 pub(crate) async fn write_partition(
     mut input: SendableRecordBatchStream,
@@ -282,6 +327,7 @@ pub(crate) async fn write_partition(
         stream,
     ));
 
+    let buffers = reserve_buffers(&target)?;
     let base = target.base().await?;
     let params = WriteParams {
         mode: if base.is_some() {
@@ -296,6 +342,10 @@ pub(crate) async fn write_partition(
         session: Some(Arc::clone(target.cache.session())),
         store_params: Some(target.params.clone()),
         skip_auto_cleanup: true,
+        file_writer_options: buffers.as_ref().map(|r| FileWriterOptions {
+            data_cache_bytes: Some(r.size() as u64),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let dest = match &base {
