@@ -194,13 +194,31 @@ async fn a_split_larger_than_a_take_chunk_reads_in_plan_order_in_batch_size_slic
     );
     assert_eq!(ids(&batches), order, "the split in plan order");
 
-    let two = sql(
-        &ctx,
-        &format!("SELECT id FROM lance_permutation('{plan}', 0, 'partitions=2', 'offset=100000', 'limit=150000')"),
-    )
-    .await
-    .unwrap();
-    assert_eq!(ids(&two), order[100_000..250_000].to_vec());
+    // Two ranges, each read in plan order; in partition order they are the
+    // stretch of the split asked for (collecting them together would
+    // interleave the partitions).
+    let physical = ctx
+        .lance_sql(&format!(
+            "SELECT id FROM lance_permutation('{plan}', 0, 'partitions=2', 'offset=100000', \
+             'limit=150000')"
+        ))
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    assert_eq!(physical.output_partitioning().partition_count(), 2);
+    let mut two = Vec::new();
+    for partition in 0..2 {
+        let batches: Vec<RecordBatch> = physical
+            .execute(partition, ctx.task_ctx())
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        two.extend(ids(&batches));
+    }
+    assert_eq!(two, order[100_000..250_000].to_vec());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
