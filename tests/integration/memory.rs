@@ -99,8 +99,9 @@ async fn insert_writers_buffer_within_the_memory_limit_or_fail_clearly() {
     run(&ctx, &insert(0)).await;
     assert_eq!(ints(&ctx, rows).await, [200_000, 0, 3_200_000]);
 
-    // 1 MiB: each writer gets 128 KiB per column; the same rows arrive.
-    run(&ctx, "SET datafusion.runtime.memory_limit = '1M'").await;
+    // 4 MiB: each writer gets far less than Lance's default (at most half of
+    // what is left: 512 KiB or 256 KiB per column); the same rows arrive.
+    run(&ctx, "SET datafusion.runtime.memory_limit = '4M'").await;
     run(&ctx, &insert(200_000)).await;
     assert_eq!(ints(&ctx, rows).await, [400_000, 0, 6_400_000]);
     let before = ints(&ctx, version).await;
