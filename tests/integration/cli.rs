@@ -11,6 +11,28 @@ fn lance_sql(args: &[&str]) -> Output {
         .expect("run lance-sql")
 }
 
+/// `lance-sql` with `args` in `dir`, `script` typed at its prompt.
+fn repl(dir: &std::path::Path, args: &[&str], script: &str) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run lance-sql");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
@@ -373,9 +395,6 @@ async fn a_startup_file_runs_first() {
 /// the session, and `\q`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_repl_runs_statements_and_commands() {
-    use std::io::Write;
-    use std::process::Stdio;
-
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("t.lance").to_string_lossy().to_string();
     let script = format!(
@@ -388,20 +407,7 @@ async fn the_repl_runs_statements_and_commands() {
          SELECT id, v FROM t ORDER BY id;\n\
          \\q\n"
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
-        .current_dir(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run lance-sql");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = repl(dir.path(), &[], &script);
     let (stdout, stderr) = (stdout(&out), stderr(&out));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
@@ -628,9 +634,6 @@ async fn other_formats_on_local_paths() {
 /// script (`-f`) and in the REPL.
 #[test]
 fn a_prepared_search_runs_in_lance_sql() {
-    use std::io::Write;
-    use std::process::Stdio;
-
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("v.lance").to_string_lossy().to_string();
     let statements = format!(
@@ -657,20 +660,10 @@ fn a_prepared_search_runs_in_lance_sql() {
     assert_eq!(printed(&out), expected);
 
     std::fs::remove_dir_all(&uri).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lance-sql"))
-        .args(["-q", "--format", "csv"])
-        .current_dir(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run lance-sql");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{statements}\\q\n").as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = repl(
+        dir.path(),
+        &["-q", "--format", "csv"],
+        &format!("{statements}\\q\n"),
+    );
     assert_eq!(printed(&out), expected);
 }

@@ -2,18 +2,7 @@
 //! DataFusion's memory pool, so `SET datafusion.runtime.memory_limit`
 //! bounds it and a statement over the limit fails clearly, writing nothing.
 
-use datafusion::prelude::SessionContext;
-
-use crate::support::{context, dataset_path, ints, private_cache};
-
-async fn run(ctx: &SessionContext, sql: &str) {
-    ctx.sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
+use crate::support::{context, dataset_path, ints, private_cache, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_merge_source_over_the_memory_limit_fails_clearly_and_writes_nothing() {

@@ -10,16 +10,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Barrier;
 
-use crate::support::{context, dataset_path, ints, private_cache, sorted_rows};
-
-async fn run(ctx: &SessionContext, sql: &str) {
-    ctx.sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
+use crate::support::{context, dataset_path, ints, private_cache, run, sorted_rows};
 
 async fn table(ctx: &SessionContext, uri: &str, primary_key: bool) {
     let key = if primary_key {

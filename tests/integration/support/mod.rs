@@ -92,6 +92,17 @@ pub(crate) async fn ints(ctx: &SessionContext, sql: &str) -> Vec<i64> {
         .collect()
 }
 
+/// Runs `sql` to the end with DataFusion's `SessionContext::sql`, panicking
+/// with the statement and the error if it fails.
+pub(crate) async fn run(ctx: &SessionContext, sql: &str) {
+    ctx.sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
 /// A temp directory path for a dataset named `name`.
 pub(crate) fn dataset_path(dir: &tempfile::TempDir, name: &str) -> String {
     dir.path().join(name).to_string_lossy().to_string()
