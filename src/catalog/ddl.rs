@@ -163,29 +163,7 @@ async fn plan_create(
             .build()?,
         ));
     }
-    // A new table: its names become a directory (or a REST id) under the
-    // namespace's root, checked before anything is written.
-    check_new(NameKind::Table, &table).map_err(|e| in_statement(&full, e))?;
-    if schema != lake.root_schema {
-        check_new(NameKind::Schema, &schema).map_err(|e| in_statement(&full, e))?;
-        ensure_schema(&lake, &catalog, &schema).await?;
-    }
-    let relative = match lake.spec.kind {
-        NamespaceKind::Directory if schema == lake.root_schema => format!("{table}.lance"),
-        NamespaceKind::Directory => child_location(&schema, &table),
-        // The server names the location when the statement runs.
-        NamespaceKind::Rest => {
-            if schema.contains(REST_DELIMITER) || table.contains(REST_DELIMITER) {
-                return fail!(
-                    not_supported,
-                    "CREATE TABLE {full}: names in a Lance REST namespace cannot contain \
-                     '{REST_DELIMITER}'"
-                );
-            }
-            lake.table_id(&schema, &table).join(REST_DELIMITER)
-        }
-        NamespaceKind::Cloud => return read_only(&lake),
-    };
+    let relative = place(&lake, &format!("CREATE TABLE {full}"), &schema, &table).await?;
     let options = LanceTableOptions {
         storage_options: lake.spec.table_storage_options(),
         ..Default::default()
@@ -200,6 +178,46 @@ async fn plan_create(
     ))))
 }
 
+/// Where new table `schema.table` of `lake` is stored, relative to the
+/// root (for a REST namespace, the id the server is asked to declare):
+/// its names become a directory (or a REST id) under the namespace's root,
+/// checked before anything is written; `statement` is named in errors.
+pub(super) async fn place(
+    lake: &Lake,
+    statement: &str,
+    schema: &str,
+    table: &str,
+) -> Result<String> {
+    let in_statement = |e: Error| Error::invalid_input(format!("{statement}: {e}"));
+    check_new(NameKind::Table, table).map_err(in_statement)?;
+    if schema != lake.root_schema {
+        check_new(NameKind::Schema, schema).map_err(in_statement)?;
+        ensure_schema(lake, &lake.name, schema).await?;
+    }
+    Ok(match lake.spec.kind {
+        NamespaceKind::Directory if schema == lake.root_schema => format!("{table}.lance"),
+        NamespaceKind::Directory => child_location(schema, table),
+        // The server names the location when the statement runs.
+        NamespaceKind::Rest => {
+            if schema.contains(REST_DELIMITER) || table.contains(REST_DELIMITER) {
+                return fail!(
+                    not_supported,
+                    "{statement}: names in a Lance REST namespace cannot contain \
+                     '{REST_DELIMITER}'"
+                );
+            }
+            lake.table_id(schema, table).join(REST_DELIMITER)
+        }
+        NamespaceKind::Cloud => {
+            return fail!(
+                not_supported,
+                "{statement}: a LanceDB database ({}) creates its tables itself",
+                lake.spec.display_root()
+            );
+        }
+    })
+}
+
 /// The refusal of schema DDL in a LanceDB catalog (`db://`).
 fn read_only<T>(lake: &Lake) -> DFResult<T> {
     fail!(
@@ -209,11 +227,6 @@ fn read_only<T>(lake: &Lake) -> DFResult<T> {
         lake.name,
         lake.spec.display_root()
     )
-}
-
-/// `e`, said of `CREATE TABLE full`.
-fn in_statement(full: &str, e: Error) -> datafusion::error::DataFusionError {
-    Error::invalid_input(format!("CREATE TABLE {full}: {e}")).into()
 }
 
 /// How the ids of a REST namespace's tables are joined in the placeholder
@@ -229,7 +242,7 @@ fn child_location(schema: &str, table: &str) -> String {
 }
 
 /// The namespace id of a table stored at `relative` (see [`child_location`]).
-fn child_id(relative: &str) -> Option<Vec<String>> {
+pub(super) fn child_id(relative: &str) -> Option<Vec<String>> {
     let (hex, object) = relative.split_once('_')?;
     if hex.len() != 8 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
         return None;
@@ -412,7 +425,12 @@ async fn create_declared(
 
 /// Makes the namespace entry of a table just created at `relative`; on
 /// failure removes the table's data again.
-async fn register(lake: &Lake, id: Vec<String>, relative: &str, uri: &str) -> Result<()> {
+pub(super) async fn register(
+    lake: &Lake,
+    id: Vec<String>,
+    relative: &str,
+    uri: &str,
+) -> Result<()> {
     let request = RegisterTableRequest {
         id: Some(id.clone()),
         location: relative.to_string(),

@@ -25,6 +25,7 @@ use super::namespace::{NamespaceKind, NamespaceSpec, is_not_found};
 use crate::error::{Error, Result, fail};
 use crate::name::{NameKind, can_look_up, check_new};
 use crate::session::LanceSessionCache;
+use crate::session::catalog_tables::{CatalogTables, CatalogTablesHook};
 use crate::table::LanceTableProvider;
 use crate::table::cloud::CloudTableProvider;
 use crate::table::lookup::IoCatalogs;
@@ -379,7 +380,12 @@ pub async fn register_lance_catalog(
         .write()
         .expect("catalogs lock")
         .insert(name.to_string(), lake);
-    ctx.state_ref().write().config_mut().set_extension(lakes);
+    let hook = CatalogTablesHook(Arc::clone(&lakes) as Arc<dyn CatalogTables>);
+    let shared = ctx.state_ref();
+    let mut writing = shared.write();
+    writing.config_mut().set_extension(lakes);
+    writing.config_mut().set_extension(Arc::new(hook));
+    drop(writing);
     let io = state
         .config()
         .get_extension::<IoCatalogs>()
@@ -393,7 +399,14 @@ pub async fn register_lance_catalog(
 /// as datafusion-cli's wrap the catalogs they hand out, so a catalog cannot
 /// be recognised by its type.)
 #[derive(Debug, Default)]
-struct Lakes(RwLock<BTreeMap<String, Arc<Lake>>>);
+pub(super) struct Lakes(RwLock<BTreeMap<String, Arc<Lake>>>);
+
+impl Lakes {
+    /// The Lance catalog registered as `name`.
+    pub(super) fn named(&self, name: &str) -> Option<Arc<Lake>> {
+        self.0.read().expect("catalogs lock").get(name).cloned()
+    }
+}
 
 /// Lists every Lance catalog of `ctx` again, so that `SHOW TABLES` and
 /// `information_schema` see tables other processes created or dropped.

@@ -5,6 +5,7 @@ mod cloud_ddl;
 mod ddl;
 mod lake;
 mod namespace;
+mod new_tables;
 mod url;
 
 pub(crate) use ddl::{plan_catalog_ddl, run_catalog_plan};

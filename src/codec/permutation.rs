@@ -19,6 +19,7 @@ use crate::physical_plan::{
     BuildOptions, PermutationBuildExec, PermutationRead, PermutationScanExec, PermutationSplitExec,
     PlanSummary, SplitSizes, SplitStrategy,
 };
+use crate::session::catalog_tables::CatalogTable;
 use crate::table::permutation::{BuildPermutation, Pinned, ReadPermutation};
 use crate::table::statement::StatementTable;
 
@@ -79,6 +80,21 @@ pub(crate) struct PermutationBuildNode {
     pub plan: Option<proto::Location>,
     #[prost(message, optional, tag = "2")]
     pub base: Option<proto::Location>,
+    #[prost(message, optional, tag = "3")]
+    pub catalog_table: Option<CatalogTableMessage>,
+}
+
+/// A table of a Lance catalog a plan creates.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct CatalogTableMessage {
+    #[prost(string, tag = "1")]
+    pub catalog: String,
+    #[prost(string, tag = "2")]
+    pub schema: String,
+    #[prost(string, tag = "3")]
+    pub table: String,
+    #[prost(string, tag = "4")]
+    pub relative: String,
 }
 
 /// A [`PermutationScanExec`] (ranges as parallel start / end lists).
@@ -301,6 +317,12 @@ impl StoragePolicy {
         PermutationBuildNode {
             plan: Some(self.encode_location(node.plan())),
             base: Some(self.encode_location(node.base())),
+            catalog_table: node.catalog_table().map(|t| CatalogTableMessage {
+                catalog: t.catalog.clone(),
+                schema: t.schema.clone(),
+                table: t.table.clone(),
+                relative: t.relative.clone(),
+            }),
         }
     }
 
@@ -309,11 +331,18 @@ impl StoragePolicy {
         node: PermutationBuildNode,
         input: Arc<dyn ExecutionPlan>,
     ) -> DFResult<PermutationBuildExec> {
+        let table = node.catalog_table.map(|t| CatalogTable {
+            catalog: t.catalog,
+            schema: t.schema,
+            table: t.table,
+            relative: t.relative,
+        });
         Ok(PermutationBuildExec::new(
             input,
             self.decode_location(node.plan)?,
             self.decode_location(node.base)?,
-        ))
+        )
+        .in_catalog(table))
     }
 
     pub(super) fn encode_permutation_scan(

@@ -44,7 +44,8 @@ use crate::catalog::{plan_catalog_ddl, refresh_catalogs_of};
 use crate::error::fail;
 use crate::table::lookup::prefetch;
 use crate::udtf::{
-    FTS_FUNCTION_NAME, HYBRID_SEARCH_FUNCTION_NAME, ROWS_FUNCTION_NAME, VECTOR_SEARCH_FUNCTION_NAME,
+    FTS_FUNCTION_NAME, HYBRID_SEARCH_FUNCTION_NAME, PERMUTATION_FUNCTION_NAME, ROWS_FUNCTION_NAME,
+    VECTOR_SEARCH_FUNCTION_NAME,
 };
 
 /// The plan of the one statement of `sql`: this crate's when it is a
@@ -319,11 +320,12 @@ fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
 }
 
 /// The table functions that look their table up while they are planned.
-const LOOKING_UP: [&str; 4] = [
+const LOOKING_UP: [&str; 5] = [
     VECTOR_SEARCH_FUNCTION_NAME,
     FTS_FUNCTION_NAME,
     HYBRID_SEARCH_FUNCTION_NAME,
     ROWS_FUNCTION_NAME,
+    PERMUTATION_FUNCTION_NAME,
 ];
 
 /// True when `tokens` call a table function that looks its table up while

@@ -26,6 +26,7 @@
 
 #[cfg(unix)]
 pub(crate) mod blocking;
+pub(crate) mod catalog_tables;
 mod local_files;
 mod open;
 

@@ -37,6 +37,7 @@ use crate::physical_plan::{
     WriteTarget,
 };
 use crate::session::LanceSessionCache;
+use crate::session::catalog_tables::{CatalogTable, catalog_tables};
 
 /// The base of a build, pinned: plain data.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,41 +140,56 @@ impl BuildPermutation {
         }
     }
 
-    /// Where the plan goes: a location holding no table.
-    async fn plan_location(&self, state: &dyn Session) -> DFResult<TableLocation> {
+    /// Where the plan goes: a location holding no table, or a new table
+    /// of a Lance catalog (whose namespace entry is made once the plan is
+    /// committed).
+    async fn plan_location(
+        &self,
+        state: &dyn Session,
+    ) -> DFResult<(TableLocation, Option<CatalogTable>)> {
+        let statement = format!("permutation plan '{}'", redact_uri(&self.plan));
         // A name (or, where quoted paths are tables, a path) of a table.
-        if let Some(target) =
-            registered_target(state, &TableReference::from(self.plan.as_str())).await?
-        {
+        let reference = TableReference::from(self.plan.as_str());
+        if let Some(target) = registered_target(state, &reference).await? {
             let shown = match target {
                 Target::Lance(t) => t.location().display_uri.clone(),
                 Target::Cloud(t) => t.display_uri().to_string(),
             };
             return Err(Error::already_exists(format!(
-                "permutation plan '{}': a table exists there ({shown}); a plan is built into a \
-                 new location",
-                redact_uri(&self.plan)
+                "{statement}: a table exists there ({shown}); a plan is built into a new \
+                 location or table"
             ))
             .into());
         }
-        // A new name in a catalog's schema is not a location: refused rather
-        // than taken for a relative path.
-        let reference = TableReference::from(self.plan.as_str());
+        // A new name in a catalog's schema is a new table there, never a
+        // relative path.
         if reference.schema().is_some()
             && let Some(state) = state.as_any().downcast_ref::<SessionState>()
-            && state.schema_for_ref(reference).is_ok()
+            && state.schema_for_ref(reference.clone()).is_ok()
         {
-            return Err(Error::not_supported(format!(
-                "permutation plan '{}': building a plan into a catalog table is not supported; \
-                 give a location (a path or URI) for the plan, and read it by that location",
-                redact_uri(&self.plan)
-            ))
-            .into());
+            let defaults = &state.config_options().catalog;
+            let name = reference.resolve(&defaults.default_catalog, &defaults.default_schema);
+            let placed = match catalog_tables(state.config(), &name.to_string()) {
+                Ok(tables) => {
+                    tables
+                        .place(&statement, &name.catalog, &name.schema, &name.table)
+                        .await?
+                }
+                Err(_) => None,
+            };
+            let Some(placed) = placed else {
+                return Err(Error::not_supported(format!(
+                    "{statement}: catalog '{}' is not a Lance catalog; build the plan into a \
+                     table of a Lance catalog or into a location (a path or URI)",
+                    name.catalog
+                ))
+                .into());
+            };
+            let location = TableLocation::new(placed.uri, placed.storage_options);
+            return Ok((location, Some(placed.table)));
         }
-        Ok(TableLocation::new(
-            normalize_uri(&self.plan)?,
-            Default::default(),
-        ))
+        let location = TableLocation::new(normalize_uri(&self.plan)?, Default::default());
+        Ok((location, None))
     }
 }
 
@@ -214,7 +230,7 @@ impl Statement for BuildPermutation {
 
     async fn plan(&self, state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
         let pinned = self.pin_base(None, state).await?;
-        let plan = self.plan_location(state).await?;
+        let (plan, catalog_table) = self.plan_location(state).await?;
         let shown = plan.display_uri.clone();
         let cache = LanceSessionCache::for_config(state.config());
         let dataset = cache
@@ -265,11 +281,9 @@ impl Statement for BuildPermutation {
         ));
         let write = Arc::new(LanceWriteExec::new(split, Arc::clone(&target)));
         let commit = Arc::new(LanceCommitExec::new(write, target, CommitKind::Create));
-        Ok(Arc::new(PermutationBuildExec::new(
-            commit,
-            plan,
-            pinned.location,
-        )))
+        Ok(Arc::new(
+            PermutationBuildExec::new(commit, plan, pinned.location).in_catalog(catalog_table),
+        ))
     }
 
     async fn pin(
@@ -376,7 +390,10 @@ impl Statement for ReadPermutation {
 /// table (its store parameters registered for this process's tasks), else
 /// a location.
 pub(crate) fn named_location(state: &dyn Session, name: &str) -> Result<TableLocation> {
-    match super::lookup::registered_now(state, &TableReference::from(name)) {
+    let reference = TableReference::from(name);
+    match super::lookup::registered_now(state, &reference) {
+        // A name of a catalog's table is never taken for a path.
+        Err(e) if matches!(reference, TableReference::Full { .. }) => Err(e),
         Ok(Some(Target::Lance(table))) => {
             LanceSessionCache::for_config(state.config())
                 .register_params(table.location(), table.store_params());

@@ -1,7 +1,7 @@
 //! Permutation plans in SQL:
 //!
-//! * `lance_build_permutation('<base>', '<plan location>' [, '<key>=<value>' ...])`
-//!   builds a plan of the base at the version the statement reads and
+//! * `lance_build_permutation('<base>', '<plan location or new table of a
+//!   Lance directory catalog>' [, '<key>=<value>' ...])` builds a plan of the base at the version the statement reads and
 //!   returns one row per split: `split_id, split_name, rows, plan_version,
 //!   identity`. Options: `split=random|hash|sequential|calculated` (default:
 //!   one split of every row); `ratios=0.8,0.2` | `counts=800,200` |
@@ -45,7 +45,7 @@ impl TableFunctionImpl for BuildPermutationFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
         let f = BUILD_PERMUTATION_FUNCTION_NAME;
         let usage = format!(
-            "{f}() takes strings: '<base table or location>', '<plan location>' [, '<key>=<value>' ...]"
+            "{f}() takes strings: '<base table or location>', '<plan location or new catalog table>' [, '<key>=<value>' ...]"
         );
         let Some(mut strings) = string_args(args.exprs()) else {
             return fail!(invalid_input, "{usage}");

@@ -440,9 +440,17 @@ async fn a_namespace_is_attached_with_catalog() {
         "CREATE SCHEMA lake.db",
         "-c",
         "CREATE TABLE lake.db.u (name VARCHAR)",
+        "-c",
+        "SELECT split_id, rows FROM lance_build_permutation('lake.public.t', 'lake.db.split', \
+         'split=sequential', 'counts=100,400')",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(dir.path().join("t.lance").is_dir());
+    assert!(
+        stdout(&out).ends_with("split_id,rows\n0,100\n1,400\n"),
+        "{}",
+        stdout(&out)
+    );
 
     let out = lance_sql(&[
         "-q",
@@ -456,11 +464,13 @@ async fn a_namespace_is_attached_with_catalog() {
          ORDER BY 1, 2",
         "-c",
         "SELECT count(*) AS n, sum(id) AS s FROM lake.public.t",
+        "-c",
+        "SELECT count(*) AS n, min(id) AS lo FROM lance_permutation('lake.db.split', 1)",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         stdout(&out),
-        "table_schema,table_name\ndb,u\npublic,t\nn,s\n500,125250\n"
+        "table_schema,table_name\ndb,split\ndb,u\npublic,t\nn,s\n500,125250\nn,lo\n400,101\n"
     );
 
     let out = lance_sql(&["-q", "--catalog", "lake", "-c", "SELECT 1"]);

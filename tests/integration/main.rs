@@ -37,6 +37,7 @@ mod layout;
 mod memory;
 mod merges;
 mod permutation;
+mod permutation_catalog;
 mod permutation_validation;
 mod read_faults;
 mod repl;

@@ -179,6 +179,26 @@ async fn a_failed_create_in_a_rest_namespace_leaves_no_table() {
         "{e}"
     );
     assert_eq!(ints(&ctx, "SELECT id FROM lake.public.t").await, vec![1]);
+
+    // A permutation plan is not built into a REST namespace table (the
+    // server names the location only when the table is declared, which
+    // planning may not do): refused, nothing declared.
+    let e = sql(
+        &ctx,
+        "SELECT * FROM lance_build_permutation('lake.public.t', 'lake.public.p', 'split=random', \
+         'fixed=2')",
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains(
+            "permutation plan 'lake.public.p': table 'lake.public.p' would be in a Lance REST \
+             namespace"
+        ) && e.contains("build it into a location instead"),
+        "{e}"
+    );
+    assert!(lance_location(backend.as_ref(), &["p"]).await.is_none());
 }
 
 #[tokio::test]

@@ -1,9 +1,10 @@
 //! [`PermutationBuildExec`]: the top of a `lance_build_permutation`
 //! statement. Its input writes and commits the plan (a
 //! [`crate::physical_plan::LanceCommitExec`] creating it: one version);
-//! then it opens the plan it created, validates it as every reader does,
-//! and reports one row per split: number, name, rows, the plan's version
-//! and identity.
+//! when the plan is a new table of a Lance catalog, it makes the table's
+//! namespace entry (found through the task's session); then it opens the
+//! plan it created, validates it as every reader does, and reports one row
+//! per split: number, name, rows, the plan's version and identity.
 
 use std::fmt;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use crate::location::TableLocation;
 use crate::physical_plan::inputs::execute_all;
 use crate::physical_plan::one_row::one_row_properties;
 use crate::session::LanceSessionCache;
+use crate::session::catalog_tables::{CatalogTable, catalog_tables};
 
 /// Reports the plan its input created (see the module docs).
 #[derive(Debug)]
@@ -29,6 +31,7 @@ pub struct PermutationBuildExec {
     input: Arc<dyn ExecutionPlan>,
     plan: TableLocation,
     base: TableLocation,
+    catalog_table: Option<CatalogTable>,
     properties: Arc<PlanProperties>,
 }
 
@@ -54,8 +57,22 @@ impl PermutationBuildExec {
             input,
             plan,
             base,
+            catalog_table: None,
             properties: one_row_properties(build_schema()),
         }
+    }
+
+    /// This build, its plan being `table` of a Lance catalog (when given).
+    pub(crate) fn in_catalog(self, table: Option<CatalogTable>) -> Self {
+        Self {
+            catalog_table: table,
+            ..self
+        }
+    }
+
+    /// The catalog table the plan becomes, if it is built into one.
+    pub fn catalog_table(&self) -> Option<&CatalogTable> {
+        self.catalog_table.as_ref()
     }
 
     /// The plan built.
@@ -75,7 +92,11 @@ impl DisplayAs for PermutationBuildExec {
             f,
             "PermutationBuildExec: plan={}, base={}",
             self.plan.display_uri, self.base.display_uri
-        )
+        )?;
+        if let Some(table) = &self.catalog_table {
+            write!(f, ", table={table}")?;
+        }
+        Ok(())
     }
 }
 
@@ -103,11 +124,10 @@ impl ExecutionPlan for PermutationBuildExec {
         if children.len() != 1 {
             return internal_err!("PermutationBuildExec takes exactly one input");
         }
-        Ok(Arc::new(Self::new(
-            children.remove(0),
-            self.plan.clone(),
-            self.base.clone(),
-        )))
+        Ok(Arc::new(
+            Self::new(children.remove(0), self.plan.clone(), self.base.clone())
+                .in_catalog(self.catalog_table.clone()),
+        ))
     }
 
     fn execute(
@@ -115,6 +135,15 @@ impl ExecutionPlan for PermutationBuildExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
+        // A catalog this process lacks fails the build before it writes.
+        let entry = match &self.catalog_table {
+            Some(table) => {
+                let tables = catalog_tables(context.session_config(), &table.to_string())?;
+                tables.can_enter(table, &self.plan.uri)?;
+                Some((tables, table.clone()))
+            }
+            None => None,
+        };
         let inputs = execute_all("PermutationBuildExec", &self.input, partition, &context)?;
         let cache = LanceSessionCache::for_task(&context);
         let plan = self.plan.clone();
@@ -122,6 +151,9 @@ impl ExecutionPlan for PermutationBuildExec {
         let fut = async move {
             for input in inputs {
                 input.try_collect::<Vec<_>>().await?;
+            }
+            if let Some((tables, table)) = entry {
+                tables.created(&table, &plan.uri).await?;
             }
             // The commit created the plan: its first version.
             let summary = PlanSummary::load(&cache, &plan, Some(1), Some(&base)).await?;
