@@ -173,6 +173,7 @@ fn integrations_are_behind_features() {
         ("clap", "cli"),
         ("tracing-subscriber", "cli"),
         ("lance-namespace-impls", "namespaces"),
+        ("datafusion-ffi", "python-ffi"),
     ] {
         let line = dependencies
             .lines()
