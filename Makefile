@@ -3,7 +3,12 @@
 CARGO ?= cargo
 DEMO_DIR ?= target/demo
 
-.PHONY: help protoc s3-server lancedb-client run build test test-nightly lint fmt check-fmt clippy check-lean unit slt slt-complete bench doc
+.PHONY: help protoc s3-server lancedb-client run build test test-nightly lint fmt check-fmt clippy check-lean unit slt slt-complete bench doc python python-test
+
+# The Python package's virtual environment (make python VENV=...).
+VENV ?= target/python-venv
+VENV_ABS = $(abspath $(VENV))
+TARGET_DIR = $(or $(CARGO_TARGET_DIR),target)
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-14s %s\n", $$1, $$2}'
@@ -25,7 +30,7 @@ run: protoc ## Build, create a demo Lance dataset under target/demo, run example
 build: protoc ## Build the library and the lance-sql CLI
 	$(CARGO) build --bins
 
-test: protoc check-fmt clippy check-lean doc unit ## Everything CI runs: fmt check, clippy, the lean library, API docs, unit + integration tests, sqllogictests
+test: protoc check-fmt clippy check-lean doc unit python-test ## Everything CI runs: fmt check, clippy, the lean library, API docs, unit + integration tests, sqllogictests, the Python package's tests
 
 test-nightly: protoc s3-server lancedb-client check-fmt clippy ## The big tier: make test with 20 process kills and 2,000 fuzzed predicates
 	DATAFUSION_LANCE_NIGHTLY=1 $(CARGO) test
@@ -38,8 +43,9 @@ fmt: ## Format the code
 check-fmt: ## Check formatting
 	$(CARGO) fmt --all -- --check
 
-clippy: protoc ## Clippy on every target, warnings are errors
+clippy: protoc ## Clippy on every target (the Python package's crate too), warnings are errors
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy -p datafusion-lance-python -- -D warnings
 
 check-lean: protoc ## The library alone, as embedders take it (default-features = false), compiles
 	$(CARGO) check --lib --no-default-features
@@ -55,6 +61,14 @@ slt-complete: protoc ## Regenerate expected output of .slt files (F=... to filte
 
 bench: protoc ## Release benchmarks; prints the tables quoted in README.md
 	$(CARGO) bench --bench lance
+
+python: protoc ## Build the Python package (maturin, debug) and install it into $(VENV) with datafusion==54.1.0 and pyarrow
+	@.ci/ensure-python-venv.sh $(VENV)
+	cd python && VIRTUAL_ENV=$(VENV_ABS) PATH=$(VENV_ABS)/bin:$$PATH maturin develop --quiet
+
+python-test: python ## pytest of the Python package (against lance-sql and pylance too)
+	$(CARGO) build --bin lance-sql
+	cd python && LANCE_SQL_BIN=$(abspath $(TARGET_DIR))/debug/lance-sql $(VENV_ABS)/bin/python -m pytest -q tests
 
 doc: protoc ## API docs of the library, warnings are errors
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --lib
