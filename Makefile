@@ -3,7 +3,7 @@
 CARGO ?= cargo
 DEMO_DIR ?= target/demo
 
-.PHONY: help protoc s3-server lancedb-client run build test test-nightly lint fmt check-fmt clippy check-lean unit slt slt-complete bench doc python python-test
+.PHONY: help protoc s3-server lancedb-client run build test test-nightly lint fmt check-fmt clippy check-lean unit slt slt-complete bench bench-python doc python python-test
 
 # The Python package's virtual environment (make python VENV=...).
 VENV ?= target/python-venv
@@ -61,6 +61,12 @@ slt-complete: protoc ## Regenerate expected output of .slt files (F=... to filte
 
 bench: protoc ## Release benchmarks; prints the tables quoted in README.md
 	$(CARGO) bench --bench lance
+	$(MAKE) bench-python
+
+bench-python: protoc ## Q6/Q1-like from Python: this package (release) vs pylance's FFI provider and pyarrow (after make bench made the data)
+	@.ci/ensure-python-venv.sh $(VENV)
+	cd python && VIRTUAL_ENV=$(VENV_ABS) PATH=$(VENV_ABS)/bin:$$PATH maturin develop --release --quiet
+	$(VENV_ABS)/bin/python python/bench/queries.py target/bench-data/lineitem-v2.1-10000000.lance
 
 python: protoc ## Build the Python package (maturin, debug) and install it into $(VENV) with datafusion==54.1.0 and pyarrow
 	@.ci/ensure-python-venv.sh $(VENV)
