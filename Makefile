@@ -3,7 +3,7 @@
 CARGO ?= cargo
 DEMO_DIR ?= target/demo
 
-.PHONY: help protoc s3-server lancedb-client run build test test-nightly lint fmt check-fmt clippy check-lean unit slt slt-complete bench bench-python doc python python-test
+.PHONY: help protoc s3-server lancedb-client run build test test-nightly lint fmt check-fmt clippy check-lean unit slt slt-complete bench bench-python doc python python-test server-test
 
 # The Python package's virtual environment (make python VENV=...).
 VENV ?= target/python-venv
@@ -30,7 +30,7 @@ run: protoc ## Build, create a demo Lance dataset under target/demo, run example
 build: protoc ## Build the library and the lance-sql CLI
 	$(CARGO) build --bins
 
-test: protoc check-fmt clippy check-lean doc unit python-test ## Everything CI runs: fmt check, clippy, the lean library, API docs, unit + integration tests, sqllogictests, the Python package's tests
+test: protoc check-fmt clippy check-lean doc unit python-test server-test ## Everything CI runs: fmt check, clippy, the lean library, API docs, unit + integration tests, sqllogictests, the Python package's tests, the server's tests with real clients
 
 test-nightly: protoc s3-server lancedb-client check-fmt clippy ## The big tier: make test with 20 process kills and 2,000 fuzzed predicates
 	DATAFUSION_LANCE_NIGHTLY=1 $(CARGO) test
@@ -75,6 +75,11 @@ python: protoc ## Build the Python package (maturin, debug) and install it into 
 python-test: python ## pytest of the Python package (against lance-sql and pylance too)
 	$(CARGO) build --bin lance-sql
 	cd python && LANCE_SQL_BIN=$(abspath $(TARGET_DIR))/debug/lance-sql $(VENV_ABS)/bin/python -m pytest -q tests
+
+server-test: protoc ## lance-sql serve through real clients (ADBC Flight SQL, from the venv), on loopback
+	@.ci/ensure-python-venv.sh $(VENV)
+	$(CARGO) build --bin lance-sql
+	cd tests/clients && LANCE_SQL_BIN=$(abspath $(TARGET_DIR))/debug/lance-sql $(VENV_ABS)/bin/python -m pytest -q -p no:cacheprovider .
 
 doc: protoc ## API docs of the library, warnings are errors
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --lib

@@ -13,6 +13,8 @@ mod name;
 pub mod physical_plan;
 mod planner;
 pub mod progress;
+#[cfg(feature = "server")]
+pub mod server;
 mod session;
 mod table;
 mod udf;

@@ -188,10 +188,47 @@ pub(crate) fn executed_text(plan: &LogicalPlan, dialect: &dyn Dialect) -> DFResu
     Ok(Some(substitute(&statement, &values, dialect)?))
 }
 
+/// `sql` with each `?` placeholder (as JDBC, ODBC and ADBC clients write
+/// them) numbered `$1`, `$2`, … in order, and the placeholders of the
+/// result, each once, in order. (The Flight SQL server's prepared
+/// statements.)
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) fn number_question_marks(
+    sql: &str,
+    dialect: &dyn Dialect,
+) -> DFResult<(String, Vec<String>)> {
+    let tokens = Tokenizer::new(dialect, sql)
+        .tokenize_with_location()
+        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+    let offsets = Offsets::new(sql);
+    let (mut out, mut copied, mut numbered) = (String::with_capacity(sql.len()), 0, 0);
+    let mut placeholders: Vec<String> = Vec::new();
+    for token in &tokens {
+        let Token::Placeholder(p) = &token.token else {
+            continue;
+        };
+        let name = if p == "?" {
+            numbered += 1;
+            out.push_str(&sql[copied..offsets.start(token)]);
+            out.push_str(&format!("${numbered}"));
+            copied = offsets.end(token);
+            format!("${numbered}")
+        } else {
+            p.clone()
+        };
+        if !placeholders.contains(&name) {
+            placeholders.push(name);
+        }
+    }
+    out.push_str(&sql[copied..]);
+    placeholders.sort_by_key(|p| (p.trim_start_matches('$').parse::<u64>().ok(), p.clone()));
+    Ok((out, placeholders))
+}
+
 /// `statement` with each placeholder replaced by its value as a SQL literal
 /// (rendered from the value, never pasted from text: a string value is one
 /// quoted literal whatever it holds).
-fn substitute(
+pub(crate) fn substitute(
     statement: &str,
     values: &[(String, ScalarValue)],
     dialect: &dyn Dialect,
@@ -278,6 +315,13 @@ mod tests {
             sql,
             "SELECT * FROM f('t', (3)) WHERE s = ('it''s''''); DROP TABLE t; --') AND k = (3)"
         );
+        let (numbered, names) = number_question_marks(
+            "SELECT '?' AS q, ? FROM t WHERE a = ? -- ?",
+            &GenericDialect {},
+        )
+        .unwrap();
+        assert_eq!(numbered, "SELECT '?' AS q, $1 FROM t WHERE a = $2 -- ?");
+        assert_eq!(names, ["$1", "$2"]);
         let missing = substitute("SELECT $3", &values, &GenericDialect {})
             .unwrap_err()
             .to_string();

@@ -16,7 +16,7 @@ use clap::Parser;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::{FairSpillPool, GreedyMemoryPool, MemoryPool};
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::ExplainFormat;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_cli::catalog::DynamicObjectStoreCatalog;
@@ -27,6 +27,7 @@ use datafusion_cli::print_options::{MaxRows, PrintOptions};
 
 mod interrupt;
 mod repl;
+mod serve;
 mod split;
 mod statements;
 
@@ -42,6 +43,9 @@ use statements::{Outcome, ProgressMode, Runner};
     about = "SQL over Lance datasets (DataFusion CLI + datafusion-lance)"
 )]
 struct Args {
+    #[clap(subcommand)]
+    mode: Option<Mode>,
+
     /// Execute the given SQL statement(s), then exit.
     #[clap(short = 'c', long, num_args = 0.., value_parser(parse_command))]
     command: Vec<String>,
@@ -55,7 +59,7 @@ struct Args {
     format: PrintFormat,
 
     /// Print only results (no banner, no timing).
-    #[clap(short, long)]
+    #[clap(short, long, global = true)]
     quiet: bool,
 
     /// Maximum rows shown in table format (a number or 'inf').
@@ -63,11 +67,11 @@ struct Args {
     maxrows: MaxRows,
 
     /// Rows per batch (datafusion.execution.batch_size).
-    #[clap(short = 'b', long)]
+    #[clap(short = 'b', long, global = true)]
     batch_size: Option<usize>,
 
     /// Change to this directory before running (relative paths resolve from it).
-    #[clap(short = 'p', long)]
+    #[clap(short = 'p', long, global = true)]
     data_path: Option<String>,
 
     /// Enable syntax highlighting in the REPL.
@@ -76,25 +80,25 @@ struct Args {
 
     /// Run every statement on the Ballista cluster whose scheduler is at
     /// this URL (df://HOST:PORT; see `lance-cluster`).
-    #[clap(long)]
+    #[clap(long, global = true)]
     cluster: Option<String>,
 
     /// Memory DataFusion's operators may use (e.g. 256M, 4G): sorts, joins
     /// and aggregates spill to disk past it. No limit by default.
-    #[clap(short = 'm', long, value_parser(parse_memory_limit))]
+    #[clap(short = 'm', long, value_parser(parse_memory_limit), global = true)]
     memory_limit: Option<usize>,
 
     /// How --memory-limit is shared between operators: greedy or fair.
-    #[clap(long, default_value_t = PoolType::Greedy)]
+    #[clap(long, default_value_t = PoolType::Greedy, global = true)]
     mem_pool_type: PoolType,
 
     /// Most bytes of temporary spill files (e.g. 20G).
-    #[clap(long, value_parser(parse_disk_limit))]
+    #[clap(long, value_parser(parse_disk_limit), global = true)]
     disk_limit: Option<usize>,
 
     /// Run these files on startup (register tables, set options) instead of
     /// ~/.lance-sqlrc.
-    #[clap(short = 'r', long, num_args = 0.., value_parser(parse_valid_file))]
+    #[clap(short = 'r', long, num_args = 0.., value_parser(parse_valid_file), global = true)]
     rc: Option<Vec<String>>,
 
     /// Attach the Lance namespace at ROOT as catalog NAME (repeatable): a
@@ -106,7 +110,8 @@ struct Args {
     #[clap(
         long = "catalog",
         value_name = "NAME=ROOT",
-        value_parser(parse_catalog)
+        value_parser(parse_catalog),
+        global = true
     )]
     catalogs: Vec<(String, String)>,
 
@@ -115,6 +120,16 @@ struct Args {
     /// auto = when stderr is a terminal.
     #[clap(long, value_enum, default_value_t = ProgressMode::Auto)]
     progress: ProgressMode,
+}
+
+/// What `lance-sql` does instead of running statements.
+#[derive(Debug, clap::Subcommand)]
+enum Mode {
+    /// Serve SQL to network clients (Arrow Flight SQL): the same SQL, tables
+    /// and settings as the CLI, a session per client. The options above
+    /// (--catalog, -r, --memory-limit, --cluster, ...) apply to every
+    /// session.
+    Serve(serve::ServeArgs),
 }
 
 /// `NAME=ROOT` of `--catalog`.
@@ -202,63 +217,18 @@ async fn main() -> ExitCode {
 /// Runs the CLI: how its statements ended (the worst of them).
 async fn main_inner() -> Result<Outcome> {
     let args = Args::parse();
-    statements::set_progress(args.progress);
-    let interrupts = Interrupts::install()?;
     if let Some(dir) = &args.data_path {
         std::env::set_current_dir(dir)?;
     }
-    let mut options = datafusion::config::ConfigOptions::from_env()?;
-    if let Some(batch_size) = args.batch_size {
-        if batch_size == 0 {
-            return Err(DataFusionError::Configuration(
-                "batch size must be greater than 0".into(),
-            ));
-        }
-        options.execution.batch_size = batch_size;
+    if let Some(Mode::Serve(serve_args)) = &args.mode {
+        serve::run(&args, serve_args).await?;
+        return Ok(Outcome::Done);
     }
-    if std::env::var_os("DATAFUSION_EXPLAIN_FORMAT").is_none() {
-        options.explain.format = ExplainFormat::Indent;
-    }
-    if std::env::var_os("DATAFUSION_FORMAT_NULL").is_none() {
-        options.format.null = String::from("NULL");
-    }
-    let config = SessionConfig::from(options).with_information_schema(true);
-
+    statements::set_progress(args.progress);
+    let interrupts = Interrupts::install()?;
     let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
-    let mut runtime =
-        RuntimeEnvBuilder::new().with_object_store_registry(Arc::clone(&registry) as _);
-    if let Some(limit) = args.memory_limit {
-        let pool: Arc<dyn MemoryPool> = match args.mem_pool_type {
-            PoolType::Greedy => Arc::new(GreedyMemoryPool::new(limit)),
-            PoolType::Fair => Arc::new(FairSpillPool::new(limit)),
-        };
-        runtime = runtime.with_memory_pool(pool);
-    }
-    if let Some(limit) = args.disk_limit {
-        runtime = runtime.with_disk_manager_builder(
-            DiskManagerBuilder::default()
-                .with_mode(DiskManagerMode::OsTmpDirectory)
-                .with_max_temp_directory_size(limit as u64),
-        );
-    }
-    // Joins yield to the runtime now and then, so Ctrl-C can stop them.
-    let state = SessionStateBuilder::new()
-        .with_config(config)
-        .with_runtime_env(runtime.build_arc()?)
-        .with_default_features()
-        .with_physical_optimizer_rule(Arc::new(YieldAboveJoins::default()))
-        .build();
-    let ctx = SessionContext::new_with_state(state);
-    datafusion_lance::register_lance(&ctx)?;
-    let ctx = match &args.cluster {
-        Some(url) => datafusion_lance::cluster::ballista::connect(url, ctx.state()).await?,
-        None => ctx,
-    };
-    let ctx = datafusion_lance::catalogs::enable_lance_url_tables(ctx);
-    ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
-        Arc::clone(ctx.state().catalog_list()),
-        ctx.state_weak_ref(),
-    )));
+    let runtime = runtime_env(&args, Arc::clone(&registry))?;
+    let ctx = new_context(&args, runtime).await?;
     for (name, root) in &args.catalogs {
         tokio::select! {
             attached = datafusion_lance::register_lance_catalog(&ctx, name, root, Default::default()) => {
@@ -283,15 +253,7 @@ async fn main_inner() -> Result<Outcome> {
         interrupts,
     };
 
-    // Startup files: -r, or ~/.lance-sqlrc when there is one.
-    let rc = args.rc.clone().unwrap_or_else(|| {
-        std::env::var_os("HOME")
-            .map(|home| Path::new(&home).join(".lance-sqlrc"))
-            .filter(|path| path.is_file())
-            .map(|path| vec![path.to_string_lossy().into_owned()])
-            .unwrap_or_default()
-    });
-    for file in &rc {
+    for file in &startup_files(&args) {
         let outcome = run_file(&runner, file).await?;
         if outcome != Outcome::Done {
             return Ok(outcome);
@@ -320,6 +282,82 @@ async fn main_inner() -> Result<Outcome> {
         }
     }
     Ok(outcome)
+}
+
+/// The runtime every statement (of every session, when serving) shares:
+/// object stores, `--memory-limit`, `--disk-limit`.
+fn runtime_env(
+    args: &Args,
+    registry: Arc<InstrumentedObjectStoreRegistry>,
+) -> Result<Arc<RuntimeEnv>> {
+    let mut runtime = RuntimeEnvBuilder::new().with_object_store_registry(registry as _);
+    if let Some(limit) = args.memory_limit {
+        let pool: Arc<dyn MemoryPool> = match args.mem_pool_type {
+            PoolType::Greedy => Arc::new(GreedyMemoryPool::new(limit)),
+            PoolType::Fair => Arc::new(FairSpillPool::new(limit)),
+        };
+        runtime = runtime.with_memory_pool(pool);
+    }
+    if let Some(limit) = args.disk_limit {
+        runtime = runtime.with_disk_manager_builder(
+            DiskManagerBuilder::default()
+                .with_mode(DiskManagerMode::OsTmpDirectory)
+                .with_max_temp_directory_size(limit as u64),
+        );
+    }
+    runtime.build_arc()
+}
+
+/// A new context over `runtime` with this crate registered, the settings
+/// of `args` and the environment, quoted-path tables and (with
+/// `--cluster`) a Ballista client; without `--catalog`s or startup files.
+async fn new_context(args: &Args, runtime: Arc<RuntimeEnv>) -> Result<SessionContext> {
+    let mut options = datafusion::config::ConfigOptions::from_env()?;
+    if let Some(batch_size) = args.batch_size {
+        if batch_size == 0 {
+            return Err(DataFusionError::Configuration(
+                "batch size must be greater than 0".into(),
+            ));
+        }
+        options.execution.batch_size = batch_size;
+    }
+    if std::env::var_os("DATAFUSION_EXPLAIN_FORMAT").is_none() {
+        options.explain.format = ExplainFormat::Indent;
+    }
+    if std::env::var_os("DATAFUSION_FORMAT_NULL").is_none() {
+        options.format.null = String::from("NULL");
+    }
+    let config = SessionConfig::from(options).with_information_schema(true);
+    // Joins yield to the runtime now and then, so Ctrl-C can stop them.
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(YieldAboveJoins::default()))
+        .build();
+    let ctx = SessionContext::new_with_state(state);
+    datafusion_lance::register_lance(&ctx)?;
+    let ctx = match &args.cluster {
+        Some(url) => datafusion_lance::cluster::ballista::connect(url, ctx.state()).await?,
+        None => ctx,
+    };
+    let ctx = datafusion_lance::catalogs::enable_lance_url_tables(ctx);
+    ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
+        Arc::clone(ctx.state().catalog_list()),
+        ctx.state_weak_ref(),
+    )));
+    Ok(ctx)
+}
+
+/// The startup files: `-r`, or `~/.lance-sqlrc` when there is one.
+fn startup_files(args: &Args) -> Vec<String> {
+    args.rc.clone().unwrap_or_else(|| {
+        std::env::var_os("HOME")
+            .map(|home| Path::new(&home).join(".lance-sqlrc"))
+            .filter(|path| path.is_file())
+            .map(|path| vec![path.to_string_lossy().into_owned()])
+            .unwrap_or_default()
+    })
 }
 
 /// Runs a script statement by statement. A failing statement is reported on

@@ -1,0 +1,313 @@
+//! Running one statement for a client: planned through the crate's front
+//! door, bounded by the server's statement timeout and its cap on
+//! concurrent statements, streamed back batch by batch.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::{RecordBatchStream, TaskContext};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream, execute_stream};
+use datafusion::prelude::SessionContext;
+use futures::{Stream, StreamExt};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+use tonic::Status;
+
+use crate::cancel::{self, Cancellation};
+
+/// How long a write that the statement timeout cancelled is given to fail
+/// cleanly (nothing committed, its files removed) before it is dropped.
+const WRITE_GRACE: Duration = Duration::from_secs(30);
+
+/// What bounds the statements of a server.
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    permits: Arc<Semaphore>,
+    timeout: Option<Duration>,
+}
+
+impl Limits {
+    pub(crate) fn new(max_concurrent: usize, timeout: Option<Duration>) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            timeout,
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.timeout.map(|t| Instant::now() + t)
+    }
+
+    fn timed_out(&self) -> DataFusionError {
+        DataFusionError::Execution(format!(
+            "statement timeout ({} s) exceeded",
+            self.timeout.map_or(0.0, |t| t.as_secs_f64())
+        ))
+    }
+}
+
+/// The plan of `sql` (one statement), made by the crate's front door.
+/// Planning never writes.
+pub(crate) async fn plan(ctx: &SessionContext, sql: &str) -> Result<LogicalPlan, Status> {
+    crate::plan_sql(&ctx.state(), sql).await.map_err(status)
+}
+
+/// A statement whose `FlightInfo` was asked for.
+pub(crate) enum Started {
+    /// It ran (DDL, `SET`, DML, anything that writes): its result.
+    Done(SchemaRef, Vec<RecordBatch>),
+    /// A query, planned: it runs when its rows are read.
+    Query(Arc<dyn ExecutionPlan>, Arc<TaskContext>),
+}
+
+/// Starts `plan` in `ctx`: a statement that changes something runs now, to
+/// its end (commit or failure) on its own task — a client that goes away
+/// does not cut a write short, and one that never reads the result still
+/// gets its statement run; a query is only planned here.
+pub(crate) async fn start(
+    ctx: &SessionContext,
+    plan: LogicalPlan,
+    limits: &Limits,
+) -> Result<Started, Status> {
+    let deadline = limits.deadline();
+    let permit = acquire(deadline, limits).await?;
+    let changes = matches!(
+        plan,
+        LogicalPlan::Dml(_)
+            | LogicalPlan::Ddl(_)
+            | LogicalPlan::Copy(_)
+            | LogicalPlan::Statement(_)
+    );
+    let cancellation = Arc::new(Cancellation::default());
+    let (physical, task) = within(deadline, limits, async {
+        let frame = crate::execute_lance_plan(ctx, plan).await?;
+        let mut config = frame.task_ctx().session_config().clone();
+        config.set_extension(Arc::clone(&cancellation));
+        let task = Arc::new(frame.task_ctx().with_session_config(config));
+        Ok((frame.create_physical_plan().await?, task))
+    })
+    .await
+    .map_err(status)?;
+    if !changes && !cancel::writes(&physical) {
+        return Ok(Started::Query(physical, task));
+    }
+    let schema = physical.schema();
+    let limits = limits.clone();
+    let run = tokio::spawn(async move {
+        let _permit = permit;
+        let mut work = Box::pin(async move {
+            let stream = execute_stream(physical, task)?;
+            stream.collect::<Vec<_>>().await.into_iter().collect()
+        });
+        let sleep = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => futures::future::pending().await,
+            }
+        };
+        tokio::select! {
+            done = &mut work => done,
+            () = sleep => {
+                cancellation.cancel();
+                let _ = tokio::time::timeout(WRITE_GRACE, &mut work).await;
+                Err(limits.timed_out())
+            }
+        }
+    });
+    let batches: Vec<RecordBatch> = run
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(status)?;
+    Ok(Started::Done(schema, batches))
+}
+
+impl Started {
+    /// The schema of the statement's rows.
+    pub(crate) fn schema(&self) -> SchemaRef {
+        match self {
+            Self::Done(schema, _) => Arc::clone(schema),
+            Self::Query(plan, _) => plan.schema(),
+        }
+    }
+
+    /// The statement's rows: a query runs now (taking its place under the
+    /// concurrency cap, bounded by the statement timeout from now) and
+    /// stops when the stream is dropped.
+    pub(crate) async fn rows(self, limits: &Limits) -> Result<SendableRecordBatchStream, Status> {
+        match self {
+            Self::Done(schema, batches) => {
+                let stream = futures::stream::iter(batches.into_iter().map(Ok));
+                Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+            }
+            Self::Query(plan, task) => {
+                let deadline = limits.deadline();
+                let permit = acquire(deadline, limits).await?;
+                let stream = execute_stream(plan, task).map_err(status)?;
+                Ok(Box::pin(Bounded {
+                    schema: stream.schema(),
+                    inner: stream,
+                    deadline: deadline.map(|at| Box::pin(tokio::time::sleep_until(at))),
+                    limits: limits.clone(),
+                    _permit: permit,
+                    done: false,
+                }))
+            }
+        }
+    }
+}
+
+/// A place under the concurrency cap, waited for until `deadline`.
+async fn acquire(
+    deadline: Option<Instant>,
+    limits: &Limits,
+) -> Result<OwnedSemaphorePermit, Status> {
+    within(deadline, limits, async {
+        Arc::clone(&limits.permits)
+            .acquire_owned()
+            .await
+            .map_err(|e| DataFusionError::Internal(e.to_string()))
+    })
+    .await
+    .map_err(status)
+}
+
+/// Runs `plan` and returns the rows it changed: a DML statement's `count`,
+/// `-1` for a statement without one (DDL, `SET`, a query, whose rows are
+/// read and dropped).
+pub(crate) async fn execute_update(
+    ctx: &SessionContext,
+    plan: LogicalPlan,
+    limits: &Limits,
+) -> Result<i64, Status> {
+    let mut stream = start(ctx, plan, limits).await?.rows(limits).await?;
+    let mut batches = Vec::new();
+    while let Some(batch) = stream.next().await {
+        batches.push(batch.map_err(status)?);
+    }
+    Ok(count_of(&batches).unwrap_or(-1))
+}
+
+/// The `count` a DML statement returns.
+pub(crate) fn count_of(batches: &[RecordBatch]) -> Option<i64> {
+    let [batch] = batches else { return None };
+    if batch.num_columns() != 1
+        || batch.num_rows() != 1
+        || batch.schema().field(0).name() != "count"
+    {
+        return None;
+    }
+    let counts = batch.column(0).as_any().downcast_ref::<UInt64Array>()?;
+    (!counts.is_null(0)).then(|| i64::try_from(counts.value(0)).unwrap_or(i64::MAX))
+}
+
+async fn within<T>(
+    deadline: Option<Instant>,
+    limits: &Limits,
+    work: impl Future<Output = DFResult<T>>,
+) -> DFResult<T> {
+    match deadline {
+        Some(at) => tokio::time::timeout_at(at, work)
+            .await
+            .unwrap_or_else(|_| Err(limits.timed_out())),
+        None => work.await,
+    }
+}
+
+/// A query's stream, ended with an error at the statement timeout; holds
+/// the statement's place under the concurrency cap until it is dropped.
+struct Bounded {
+    schema: SchemaRef,
+    inner: SendableRecordBatchStream,
+    deadline: Option<Pin<Box<Sleep>>>,
+    limits: Limits,
+    _permit: OwnedSemaphorePermit,
+    done: bool,
+}
+
+impl Stream for Bounded {
+    type Item = DFResult<RecordBatch>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if let Some(deadline) = self.deadline.as_mut()
+            && deadline.as_mut().poll(cx).is_ready()
+        {
+            self.done = true;
+            return Poll::Ready(Some(Err(self.limits.timed_out())));
+        }
+        let next = self.inner.poll_next_unpin(cx);
+        if matches!(next, Poll::Ready(None)) {
+            self.done = true;
+        }
+        next
+    }
+}
+
+impl RecordBatchStream for Bounded {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+}
+
+/// A DataFusion error as a gRPC status: the crate's message, with a code
+/// that says what kind of failure it was.
+pub(crate) fn status(error: DataFusionError) -> Status {
+    let message = error.to_string();
+    match error.find_root() {
+        DataFusionError::SQL(..)
+        | DataFusionError::Plan(_)
+        | DataFusionError::SchemaError(..)
+        | DataFusionError::NotImplemented(_)
+        | DataFusionError::Configuration(_) => Status::invalid_argument(message),
+        DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(message),
+        _ if message.contains("statement timeout") => Status::deadline_exceeded(message),
+        _ if message.contains(cancel::CANCELLED) => Status::cancelled(message),
+        _ => Status::internal(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_statement_waits_for_a_place_until_its_timeout() {
+        let limits = Limits::new(1, Some(Duration::from_millis(50)));
+        let held = acquire(limits.deadline(), &limits).await.unwrap();
+        let waited = acquire(limits.deadline(), &limits).await.unwrap_err();
+        assert_eq!(waited.code(), tonic::Code::DeadlineExceeded);
+        assert!(
+            waited
+                .message()
+                .contains("statement timeout (0.05 s) exceeded")
+        );
+        drop(held);
+        let _again = acquire(limits.deadline(), &limits).await.unwrap();
+    }
+
+    #[test]
+    fn only_a_dml_count_is_a_count() {
+        use datafusion::arrow::array::Int64Array;
+        use datafusion::arrow::datatypes::{Field, Schema};
+        let count = |name: &str, array: Arc<dyn Array>| {
+            let schema = Schema::new(vec![Field::new(name, array.data_type().clone(), true)]);
+            RecordBatch::try_new(Arc::new(schema), vec![array]).unwrap()
+        };
+        let rows = count("count", Arc::new(UInt64Array::from(vec![3])));
+        assert_eq!(count_of(&[rows]), Some(3));
+        let other = count("n", Arc::new(UInt64Array::from(vec![3])));
+        assert_eq!(count_of(&[other]), None);
+        let signed = count("count", Arc::new(Int64Array::from(vec![3])));
+        assert_eq!(count_of(&[signed]), None);
+        assert_eq!(count_of(&[]), None);
+    }
+}
