@@ -76,8 +76,9 @@ python-test: python ## pytest of the Python package (against lance-sql and pylan
 	$(CARGO) build --bin lance-sql
 	cd python && LANCE_SQL_BIN=$(abspath $(TARGET_DIR))/debug/lance-sql $(VENV_ABS)/bin/python -m pytest -q tests
 
-server-test: protoc ## lance-sql serve through real clients (ADBC Flight SQL, from the venv), on loopback
+server-test: protoc ## lance-sql serve through real clients (ADBC Flight SQL and psycopg from the venv, psql), on loopback
 	@.ci/ensure-python-venv.sh $(VENV)
+	@.ci/ensure-psql.sh
 	$(CARGO) build --bin lance-sql
 	cd tests/clients && LANCE_SQL_BIN=$(abspath $(TARGET_DIR))/debug/lance-sql $(VENV_ABS)/bin/python -m pytest -q -p no:cacheprovider .
 

@@ -3,7 +3,7 @@
 # (`make python`, `make python-test`): maturin, DataFusion's Python bindings
 # at the exact version this crate's FFI speaks, pyarrow, and what the tests
 # compare with (pylance, DuckDB, pytest), and the clients the server tests
-# use (ADBC's Flight SQL driver). Created when missing.
+# use (ADBC's Flight SQL driver, psycopg). Created when missing.
 set -euo pipefail
 VENV="${1:?usage: ensure-python-venv.sh VENV}"
 PYTHON="${PYTHON:-python3}"
@@ -16,6 +16,7 @@ REQUIREMENTS=(
   "duckdb>=1.1"
   "adbc-driver-manager>=1.3"
   "adbc-driver-flightsql>=1.3"
+  "psycopg[binary]>=3.1"
 )
 have() {
   [ -x "$VENV/bin/python" ] && [ -x "$VENV/bin/maturin" ] &&
@@ -26,7 +27,7 @@ need = {"datafusion": "54.1.0", "pylance": "14.0.2"}
 for name, version in need.items():
     if m.version(name) != version:
         sys.exit(1)
-import adbc_driver_flightsql, duckdb, lance, pyarrow, pytest  # noqa: F401,E401
+import adbc_driver_flightsql, duckdb, lance, psycopg, pyarrow, pytest  # noqa: F401,E401
 PY
 }
 if have; then

@@ -38,6 +38,7 @@ use functions::*;
 use planner::Planned;
 pub use planner::{
     LanceQueryPlanner, execute_lance_plan, plan_lance_sql, plan_sql, resolve_lance_tables,
+    split_statements,
 };
 pub use session::LanceSessionCache;
 use storage::LanceFormatFactory;

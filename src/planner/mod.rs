@@ -9,6 +9,8 @@ pub(crate) mod index;
 pub(crate) mod merge;
 pub(crate) mod merge_into;
 pub(crate) mod prepared;
+mod split;
+pub use split::split_statements;
 pub(crate) mod snapshot;
 pub(crate) mod table_functions;
 pub(crate) mod time_travel;

@@ -47,6 +47,7 @@
 
 mod auth;
 mod flight_sql;
+mod postgres;
 mod sessions;
 mod statement;
 
@@ -55,6 +56,7 @@ use std::time::Duration;
 
 pub use auth::Credentials;
 pub use flight_sql::LanceFlightSqlService;
+pub use postgres::serve_postgres_on;
 pub use sessions::SessionFactory;
 
 use crate::error::{Error, Result, fail};

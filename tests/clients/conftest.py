@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
+import select
 import signal
 import subprocess
 import time
@@ -27,6 +29,15 @@ def lance_sql() -> str:
     return path
 
 
+def first_line(proc: subprocess.Popen, timeout_s: float = 120) -> str:
+    """The first line a child prints, waited for at most `timeout_s` (a server
+    that collected a whole result before sending any would exceed it)."""
+    ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+    if not ready:
+        raise AssertionError(f"no output within {timeout_s} s")
+    return proc.stdout.readline()
+
+
 def numbers(n: int, start: int = 0) -> pa.Table:
     """Rows ``id`` start.., ``x`` = id * 1.5, ``grp`` = 'g' + id % 3."""
     ids = list(range(start, start + n))
@@ -37,6 +48,32 @@ def numbers(n: int, start: int = 0) -> pa.Table:
             "grp": pa.array([f"g{i % 3}" for i in ids]),
         }
     )
+
+
+# Statements whose answers through each protocol must equal `lance-sql -c`'s.
+REGISTER = "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION 'numbers.lance'"
+CORPUS = [
+    "SELECT count(*) AS n FROM 'numbers.lance'",
+    "SELECT grp, count(*) AS n, sum(x) AS s, min(id) AS lo FROM t GROUP BY grp ORDER BY grp",
+    "SELECT id, x FROM t WHERE id BETWEEN 100 AND 110 AND grp = 'g1' ORDER BY id",
+    "SELECT version FROM lance_versions('numbers.lance') ORDER BY version",
+    "SELECT count(*) AS n FROM t VERSION AS OF 1",
+    "SELECT id, rows FROM lance_fragments('numbers.lance') ORDER BY id",
+    "SELECT l2_distance([1.0, 2.0], [4.0, 6.0]) AS d",
+]
+
+
+def cli(lance_sql: str, cwd: pathlib.Path, sql: str) -> list[dict]:
+    """The rows `lance-sql -c` prints for `sql` (after registering `t`)."""
+    out = subprocess.run(
+        [lance_sql, "-q", "--format", "ndjson", "-c", f"{REGISTER}; {sql}"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
 @pytest.fixture
@@ -53,7 +90,7 @@ class Server:
         self.log = cwd / f"serve-{time.monotonic_ns()}.log"
         self._log = open(self.log, "w")
         self.proc = subprocess.Popen(
-            [lance_sql, "serve", "--flight-sql", "127.0.0.1:0", *args],
+            [lance_sql, "serve", "--flight-sql", "127.0.0.1:0", "--postgres", "127.0.0.1:0", *args],
             cwd=cwd,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -62,9 +99,11 @@ class Server:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             text = self.log.read_text()
-            found = re.search(r"Flight SQL listening on (127\.0\.0\.1:\d+)", text)
-            if found:
-                self.uri = f"grpc://{found.group(1)}"
+            flight = re.search(r"Flight SQL listening on (127\.0\.0\.1:\d+)", text)
+            postgres = re.search(r"Postgres listening on 127\.0\.0\.1:(\d+)", text)
+            if flight and postgres:
+                self.uri = f"grpc://{flight.group(1)}"
+                self.pg_port = int(postgres.group(1))
                 return
             if self.proc.poll() is not None:
                 raise RuntimeError(f"lance-sql serve exited: {text}")

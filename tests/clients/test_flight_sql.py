@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import pathlib
 import subprocess
 import sys
 import textwrap
@@ -14,35 +12,12 @@ import adbc_driver_manager
 import lance
 import pytest
 
+from conftest import CORPUS, REGISTER, cli, first_line
+
 COOKIES = {"adbc.flight.sql.rpc.with_cookie_middleware": "true"}
-
-# Statements whose answers must equal `lance-sql -c` on the same files.
-REGISTER = "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION 'numbers.lance'"
-CORPUS = [
-    "SELECT count(*) AS n FROM 'numbers.lance'",
-    "SELECT grp, count(*) AS n, sum(x) AS s, min(id) AS lo FROM t GROUP BY grp ORDER BY grp",
-    "SELECT id, x FROM t WHERE id BETWEEN 100 AND 110 AND grp = 'g1' ORDER BY id",
-    "SELECT version FROM lance_versions('numbers.lance') ORDER BY version",
-    "SELECT count(*) AS n FROM t VERSION AS OF 1",
-    "SELECT id, rows FROM lance_fragments('numbers.lance') ORDER BY id",
-    "SELECT l2_distance([1.0, 2.0], [4.0, 6.0]) AS d",
-]
-
 
 def connect(server, **kwargs):
     return flight_sql.connect(server.uri, db_kwargs={**COOKIES, **kwargs})
-
-
-def cli(lance_sql: str, cwd: pathlib.Path, sql: str) -> list[dict]:
-    out = subprocess.run(
-        [lance_sql, "-q", "--format", "ndjson", "-c", f"{REGISTER}; {sql}"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
 def rows(cursor, sql: str, parameters=None) -> list[dict]:
@@ -223,7 +198,7 @@ def test_a_client_killed_mid_result_leaves_the_server_serving(server, data_dir):
         text=True,
     )
     try:
-        line = proc.stdout.readline()
+        line = first_line(proc)
         assert line.strip() == "got a batch"
     finally:
         proc.kill()

@@ -171,6 +171,9 @@ fn integrations_are_behind_features() {
         ("tokio-stream", &["distributed", "server"]),
         ("arrow-flight", &["server"]),
         ("base64", &["server"]),
+        ("pgwire", &["server"]),
+        ("arrow-pg", &["server"]),
+        ("datafusion-pg-catalog", &["server"]),
         ("datafusion-cli", &["cli"]),
         ("rustyline", &["cli"]),
         ("clap", &["cli"]),
@@ -191,10 +194,7 @@ fn integrations_are_behind_features() {
             .filter(|l| l.contains(&format!("\"dep:{dependency}\"")))
             .map(|l| l.split(" = ").next().unwrap_or_default())
             .collect();
-        assert_eq!(
-            enabling, feature,
-            "{dependency} is enabled by {enabling:?}"
-        );
+        assert_eq!(enabling, feature, "{dependency} is enabled by {enabling:?}");
     }
     // The REST namespace server (only the tests run one) is a feature too.
     let namespaces = dependencies

@@ -28,7 +28,6 @@ use datafusion_cli::print_options::{MaxRows, PrintOptions};
 mod interrupt;
 mod repl;
 mod serve;
-mod split;
 mod statements;
 
 use datafusion::execution::SessionStateBuilder;
@@ -125,7 +124,8 @@ struct Args {
 /// What `lance-sql` does instead of running statements.
 #[derive(Debug, clap::Subcommand)]
 enum Mode {
-    /// Serve SQL to network clients (Arrow Flight SQL): the same SQL, tables
+    /// Serve SQL to network clients (Arrow Flight SQL, the Postgres wire
+    /// protocol): the same SQL, tables
     /// and settings as the CLI, a session per client. The options above
     /// (--catalog, -r, --memory-limit, --cluster, ...) apply to every
     /// session.

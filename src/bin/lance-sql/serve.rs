@@ -11,19 +11,28 @@ use datafusion::prelude::SessionContext;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
 use datafusion_lance::server::{
     Credentials, LanceFlightSqlService, ServerSettings, SessionFactory, check_bind,
-    serve_flight_sql_on,
+    serve_flight_sql_on, serve_postgres_on,
 };
 use futures::StreamExt;
 
-use crate::split::split_statements;
 use crate::{Args, new_context, runtime_env, startup_files};
+use datafusion_lance::split_statements;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
     /// Serve Arrow Flight SQL (ADBC, JDBC) on HOST:PORT (port 0 picks one;
     /// the address is printed on stderr).
+    #[clap(
+        long,
+        value_name = "HOST:PORT",
+        value_parser(parse_addr),
+        required_unless_present = "postgres"
+    )]
+    flight_sql: Option<SocketAddr>,
+
+    /// Serve the Postgres wire protocol (psql, psycopg, JDBC) on HOST:PORT.
     #[clap(long, value_name = "HOST:PORT", value_parser(parse_addr))]
-    flight_sql: SocketAddr,
+    postgres: Option<SocketAddr>,
 
     /// Clients must send `authorization: Bearer TOKEN` (also read from
     /// LANCE_SQL_AUTH_TOKEN, which keeps it out of the process list).
@@ -79,7 +88,9 @@ pub(crate) async fn run(args: &Args, serve: &ServeArgs) -> Result<()> {
         (None, Some(file)) => Credentials::from_users_file(file)?,
         (None, None) => Credentials::Open,
     };
-    check_bind(&serve.flight_sql, &credentials, serve.insecure)?;
+    for addr in serve.flight_sql.iter().chain(&serve.postgres) {
+        check_bind(addr, &credentials, serve.insecure)?;
+    }
     let settings = ServerSettings {
         credentials,
         max_concurrent_statements: serve.max_concurrent_statements,
@@ -103,16 +114,54 @@ pub(crate) async fn run(args: &Args, serve: &ServeArgs) -> Result<()> {
         let template = Arc::clone(&template);
         Box::pin(async move { template.session().await })
     });
-    let listener = tokio::net::TcpListener::bind(serve.flight_sql)
-        .await
-        .map_err(|e| {
-            DataFusionError::Configuration(format!("cannot listen on {}: {e}", serve.flight_sql))
-        })?;
-    let bound = listener.local_addr()?;
-    eprintln!("lance-sql: Flight SQL listening on {bound}");
-    let service = LanceFlightSqlService::new(factory, settings);
-    serve_flight_sql_on(listener, service, shutdown()).await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let until_stopped = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    };
+    let mut servers = Vec::new();
+    if let Some(addr) = serve.flight_sql {
+        let listener = listen(addr).await?;
+        eprintln!(
+            "lance-sql: Flight SQL listening on {}",
+            listener.local_addr()?
+        );
+        let service = LanceFlightSqlService::new(Arc::clone(&factory), settings.clone());
+        servers.push(tokio::spawn(serve_flight_sql_on(
+            listener,
+            service,
+            until_stopped(),
+        )));
+    }
+    if let Some(addr) = serve.postgres {
+        let listener = listen(addr).await?;
+        eprintln!(
+            "lance-sql: Postgres listening on {}",
+            listener.local_addr()?
+        );
+        servers.push(tokio::spawn(serve_postgres_on(
+            listener,
+            Arc::clone(&factory),
+            settings.clone(),
+            until_stopped(),
+        )));
+    }
+    shutdown().await;
+    let _ = stop.send(true);
+    for server in servers {
+        server
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))??;
+    }
     Ok(())
+}
+
+async fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| DataFusionError::Configuration(format!("cannot listen on {addr}: {e}")))
 }
 
 /// What every session is made from.

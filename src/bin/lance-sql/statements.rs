@@ -22,7 +22,7 @@ use datafusion_lance::progress::{ProgressLine, WatchedPlan};
 use futures::StreamExt;
 
 use crate::interrupt::Interrupts;
-use crate::split::split_statements;
+use datafusion_lance::split_statements;
 
 /// When statements show a live progress line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

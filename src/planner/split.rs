@@ -1,5 +1,5 @@
-//! Splitting input into statements: the one splitter of `-c`, `-f` and the
-//! REPL.
+//! Splitting input into statements: the one splitter of `lance-sql`'s `-c`,
+//! `-f` and REPL, and of the Postgres server's simple queries.
 //!
 //! A statement ends at a `;` that the session's SQL dialect reads as a
 //! token: not inside a quoted string or identifier, not inside a comment.
@@ -11,7 +11,7 @@ use datafusion::sql::sqlparser::tokenizer::{Location, Token, Tokenizer};
 
 /// The statements of `sql`, without their `;`, in order; statements holding
 /// only whitespace and comments are left out.
-pub(crate) fn split_statements(sql: &str, dialect: &dyn Dialect) -> Vec<String> {
+pub fn split_statements(sql: &str, dialect: &dyn Dialect) -> Vec<String> {
     let Ok(tokens) = Tokenizer::new(dialect, sql).tokenize_with_location() else {
         return non_empty(sql).into_iter().collect();
     };

@@ -1,0 +1,470 @@
+//! Statements from Postgres clients: simple queries (several statements in
+//! one message) and the extended protocol (parse, bind, execute), each
+//! statement through the crate's front door; what it cannot plan (the
+//! `pg_catalog` queries of `psql`'s `\dt` and `\d`, `::regclass` casts,
+//! `OPERATOR(pg_catalog.~)`) through datafusion-pg-catalog's rewrites.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use arrow_pg::datatypes::df::deserialize_parameters;
+use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch, into_pg_type};
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{DataType, Schema};
+use datafusion::common::ParamValues;
+use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
+use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+use futures::{Sink, SinkExt, StreamExt, stream};
+use pgwire::api::portal::{Format, Portal, PortalExecutionState};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::query::{send_execution_response, send_query_response};
+use pgwire::api::results::{DescribePortalResponse, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, Type};
+use pgwire::api::{DEFAULT_NAME, PgWireConnectionState};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::data::DataRow;
+use pgwire::messages::extendedquery::Execute;
+use pgwire::types::format::FormatOptions;
+use tokio::sync::OnceCell;
+use tonic::{Code, Status};
+
+use crate::planner::prepared::{number_question_marks, substitute};
+use crate::server::sessions::SessionFactory;
+use crate::server::statement::{self, Limits, Started, count_of};
+
+/// A client connection: its session (made at its first statement) and the
+/// server's limits.
+pub(super) struct Connection {
+    factory: SessionFactory,
+    ctx: OnceCell<SessionContext>,
+    limits: Limits,
+    parser: Arc<Parser>,
+}
+
+impl Connection {
+    pub(super) fn new(factory: SessionFactory, limits: Limits) -> Self {
+        Self {
+            factory,
+            ctx: OnceCell::new(),
+            limits,
+            parser: Arc::new(Parser::default()),
+        }
+    }
+
+    async fn ctx(&self) -> PgWireResult<&SessionContext> {
+        self.ctx
+            .get_or_try_init(|| async {
+                let ctx = (self.factory)().await?;
+                datafusion_pg_catalog::setup_pg_catalog(&ctx, "datafusion", EmptyContextProvider)
+                    .map_err(|e| *e)?;
+                Ok(ctx)
+            })
+            .await
+            .map_err(|e: datafusion::error::DataFusionError| {
+                error("XX000", format!("cannot start a session: {e}"))
+            })
+    }
+
+    /// Runs one statement and answers it.
+    async fn run(
+        &self,
+        sql: &str,
+        format: &Format,
+        options: Arc<FormatOptions>,
+    ) -> PgWireResult<Response> {
+        if let Some(response) = transaction(sql) {
+            return Ok(response);
+        }
+        let ctx = self.ctx().await?;
+        let plan = self.parser.plan(ctx, sql).await?;
+        let command = command(&plan, sql);
+        let started = statement::start(ctx, plan, &self.limits)
+            .await
+            .map_err(pg_error)?;
+        if let Started::Done(schema, batches) = &started
+            && !has_rows(schema)
+        {
+            let tag = Tag::new(&command);
+            let tag = match count_of(batches) {
+                Some(rows) => tag.with_rows(usize::try_from(rows).unwrap_or(0)),
+                None => tag,
+            };
+            let tag = if command == "INSERT" {
+                tag.with_oid(0)
+            } else {
+                tag
+            };
+            return Ok(Response::Execution(tag));
+        }
+        let schema = started.schema();
+        let fields = Arc::new(arrow_schema_to_pg_fields(&schema, format, Some(options))?);
+        let rows = started.rows(&self.limits).await.map_err(pg_error)?;
+        let encoded = Arc::clone(&fields);
+        let rows = rows
+            .map(move |batch| {
+                let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> =
+                    match batch {
+                        Ok(batch) => encode_recordbatch(Arc::clone(&encoded), batch),
+                        Err(e) => Box::new(std::iter::once(Err(pg_error(statement::status(e))))),
+                    };
+                stream::iter(rows)
+            })
+            .flatten();
+        Ok(Response::Query(QueryResponse::new(fields, rows)))
+    }
+}
+
+/// Whether a statement that changes something answers with rows: not when
+/// it returns nothing (DDL, `SET`) or only the `count` of a DML statement,
+/// which goes in its command tag.
+fn has_rows(schema: &Schema) -> bool {
+    match schema.fields().as_ref() {
+        [] => false,
+        [only] => !(only.name() == "count" && only.data_type() == &DataType::UInt64),
+        _ => true,
+    }
+}
+
+/// The columns a statement answers with, as `Describe` reports them: a
+/// query's always (it runs as a query), a statement that changes something
+/// only when [`has_rows`].
+fn described(plan: &LogicalPlan, format: &Format) -> PgWireResult<Vec<FieldInfo>> {
+    let schema: &Schema = plan.schema().as_arrow();
+    let changes = matches!(
+        plan,
+        LogicalPlan::Dml(_)
+            | LogicalPlan::Ddl(_)
+            | LogicalPlan::Copy(_)
+            | LogicalPlan::Statement(_)
+    );
+    if changes && !has_rows(schema) {
+        return Ok(Vec::new());
+    }
+    arrow_schema_to_pg_fields(schema, format, None)
+}
+
+/// `BEGIN` / `COMMIT` / `ROLLBACK`: accepted, and nothing else — each
+/// statement commits on its own.
+fn transaction(sql: &str) -> Option<Response> {
+    let word = sql
+        .split_whitespace()
+        .next()?
+        .trim_end_matches(';')
+        .to_ascii_uppercase();
+    match word.as_str() {
+        "BEGIN" | "START" => Some(Response::TransactionStart(Tag::new("BEGIN"))),
+        "COMMIT" | "END" => Some(Response::TransactionEnd(Tag::new("COMMIT"))),
+        "ROLLBACK" | "ABORT" => Some(Response::TransactionEnd(Tag::new("ROLLBACK"))),
+        _ => None,
+    }
+}
+
+/// The command tag of a statement that returns no rows.
+fn command(plan: &LogicalPlan, sql: &str) -> String {
+    match plan {
+        LogicalPlan::Dml(dml) => match dml.op {
+            WriteOp::Insert(_) => "INSERT",
+            WriteOp::Delete => "DELETE",
+            WriteOp::Update => "UPDATE",
+            WriteOp::Ctas => "SELECT",
+            WriteOp::Truncate => "TRUNCATE TABLE",
+        }
+        .to_string(),
+        LogicalPlan::Copy(_) => "COPY".to_string(),
+        LogicalPlan::Ddl(
+            DdlStatement::CreateExternalTable(_) | DdlStatement::CreateMemoryTable(_),
+        ) => "CREATE TABLE".to_string(),
+        LogicalPlan::Ddl(DdlStatement::DropTable(_)) => "DROP TABLE".to_string(),
+        _ => sql
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .trim_end_matches(';')
+            .to_ascii_uppercase(),
+    }
+}
+
+/// A Postgres error: the crate's message with a SQLSTATE for its kind.
+fn pg_error(status: Status) -> PgWireError {
+    let message = status.message().to_string();
+    let code = match status.code() {
+        Code::InvalidArgument if message.contains("ParserError") => "42601",
+        Code::InvalidArgument => "42000",
+        Code::DeadlineExceeded | Code::Cancelled => "57014",
+        Code::ResourceExhausted => "53200",
+        Code::NotFound => "42P01",
+        _ => "XX000",
+    };
+    error(code, message)
+}
+
+fn error(code: &str, message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "ERROR".into(),
+        code.into(),
+        message,
+    )))
+}
+
+/// Plans statements: the front door first; when it cannot, the
+/// Postgres-compatibility rewrites (catalog queries of Postgres clients).
+#[derive(Default)]
+pub(super) struct Parser {
+    compat: PostgresCompatibilityParser,
+}
+
+impl Parser {
+    async fn plan(&self, ctx: &SessionContext, sql: &str) -> PgWireResult<LogicalPlan> {
+        let front = match statement::plan(ctx, sql).await {
+            Ok(plan) => return Ok(plan),
+            Err(e) => e,
+        };
+        match self.compat.parse(sql) {
+            Ok(mut statements) if statements.len() == 1 => {
+                let statement = DFStatement::Statement(Box::new(statements.remove(0)));
+                ctx.state()
+                    .statement_to_plan(statement)
+                    .await
+                    .map_err(|_| pg_error(front))
+            }
+            _ => Err(pg_error(front)),
+        }
+    }
+}
+
+/// A statement of the extended protocol: its text (`?` numbered `$n`),
+/// its placeholders, and its plan when it plans without values.
+#[derive(Clone)]
+pub(super) struct Prepared {
+    text: String,
+    placeholders: Vec<String>,
+    plan: Option<LogicalPlan>,
+}
+
+#[async_trait]
+impl QueryParser for Connection {
+    type Statement = Prepared;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        _types: &[Option<Type>],
+    ) -> PgWireResult<Prepared>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let (text, placeholders) = number_question_marks(sql, &PostgreSqlDialect {})
+            .map_err(|e| pg_error(statement::status(e)))?;
+        let ctx = self.ctx().await?;
+        let plan = match self.parser.plan(ctx, &text).await {
+            Ok(plan) => Some(plan),
+            Err(e) if placeholders.is_empty() && transaction(&text).is_none() => return Err(e),
+            Err(_) => None,
+        };
+        Ok(Prepared {
+            text,
+            placeholders,
+            plan,
+        })
+    }
+
+    fn get_parameter_types(&self, stmt: &Prepared) -> PgWireResult<Vec<Type>> {
+        let types = match &stmt.plan {
+            Some(plan) => plan.get_parameter_types().unwrap_or_default(),
+            None => Default::default(),
+        };
+        stmt.placeholders
+            .iter()
+            .map(|p| match types.get(p).cloned().flatten() {
+                Some(kind) => into_pg_type(&kind),
+                None => Ok(Type::UNKNOWN),
+            })
+            .collect()
+    }
+
+    fn get_result_schema(
+        &self,
+        stmt: &Prepared,
+        format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        match &stmt.plan {
+            Some(plan) => described(plan, format.unwrap_or(&Format::UnifiedText)),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Connection {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+        let mut responses = Vec::new();
+        for sql in crate::split_statements(query, &PostgreSqlDialect {}) {
+            // The first failure ends the message, as in Postgres.
+            responses.push(
+                self.run(&sql, &Format::UnifiedText, Arc::clone(&options))
+                    .await?,
+            );
+        }
+        if responses.is_empty() {
+            responses.push(Response::EmptyQuery);
+        }
+        Ok(responses)
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Connection {
+    type Statement = Prepared;
+    type QueryParser = Self;
+
+    fn query_parser(&self) -> Arc<Self> {
+        Arc::new(Self {
+            factory: Arc::clone(&self.factory),
+            ctx: self.ctx.clone(),
+            limits: self.limits.clone(),
+            parser: Arc::clone(&self.parser),
+        })
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Prepared>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+        let text = bound_text(portal)?;
+        self.run(&text, &portal.result_column_format, options).await
+    }
+
+    /// pgwire's own `Execute` collects all of a portal's rows before
+    /// sending any (its `Portal::fetch`); a whole result then sits in the
+    /// server's memory. An `Execute` of a whole query (`max_rows` 0, as
+    /// psycopg, JDBC and most drivers send) is streamed here instead; a
+    /// partial fetch goes to pgwire's.
+    async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+        let portal = match client.portal_store().get_portal(name) {
+            Some(portal)
+                if message.max_rows == 0
+                    && matches!(client.state(), PgWireConnectionState::ReadyForQuery)
+                    && matches!(*portal.state().lock().await, PortalExecutionState::Initial) =>
+            {
+                portal
+            }
+            _ => return self._on_execute(client, message).await,
+        };
+        client.set_state(PgWireConnectionState::QueryInProgress);
+        match ExtendedQueryHandler::do_query(self, client, portal.as_ref(), 0).await? {
+            Response::Query(rows) => send_query_response(client, rows, false).await?,
+            Response::Execution(tag) => send_execution_response(client, tag).await?,
+            Response::TransactionStart(tag) | Response::TransactionEnd(tag) => {
+                send_execution_response(client, tag).await?
+            }
+            Response::Error(e) => {
+                client
+                    .send(PgWireBackendMessage::ErrorResponse((*e).into()))
+                    .await?
+            }
+            // `run` answers neither.
+            Response::EmptyQuery
+            | Response::CopyIn(_)
+            | Response::CopyOut(_)
+            | Response::CopyBoth(_) => {
+                return Err(error("0A000", "unexpected response to a statement".into()));
+            }
+        }
+        *portal.state().lock().await = PortalExecutionState::Finished;
+        client.set_state(PgWireConnectionState::ReadyForQuery);
+        Ok(())
+    }
+
+    async fn do_describe_portal<C>(
+        &self,
+        _client: &mut C,
+        portal: &Portal<Prepared>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let format = &portal.result_column_format;
+        let fields = match &portal.statement.statement.plan {
+            Some(plan) => described(plan, format)?,
+            // Planned only with its values (a version clause, a search's
+            // arguments): planned now with them to describe its columns.
+            None => {
+                let text = bound_text(portal)?;
+                if transaction(&text).is_some() {
+                    Vec::new()
+                } else {
+                    let ctx = self.ctx().await?;
+                    described(&self.parser.plan(ctx, &text).await?, format)?
+                }
+            }
+        };
+        Ok(DescribePortalResponse::new(fields))
+    }
+}
+
+/// The statement of `portal` with its bound values as literals.
+fn bound_text(portal: &Portal<Prepared>) -> PgWireResult<String> {
+    let prepared = &portal.statement.statement;
+    if prepared.placeholders.is_empty() {
+        return Ok(prepared.text.clone());
+    }
+    let types = prepared
+        .plan
+        .as_ref()
+        .map(|plan| plan.get_parameter_types().unwrap_or_default())
+        .unwrap_or_default();
+    let ordered: Vec<Option<DataType>> = prepared
+        .placeholders
+        .iter()
+        .map(|p| types.get(p).cloned().flatten())
+        .collect();
+    let refs: Vec<Option<&DataType>> = ordered.iter().map(Option::as_ref).collect();
+    let values = match deserialize_parameters(portal, &refs)? {
+        ParamValues::List(values) => values,
+        ParamValues::Map(_) => {
+            return Err(error("42000", "named parameters are not supported".into()));
+        }
+    };
+    let values: Vec<_> = prepared
+        .placeholders
+        .iter()
+        .cloned()
+        .zip(values.into_iter().map(|v| v.value))
+        .collect();
+    substitute(&prepared.text, &values, &PostgreSqlDialect {})
+        .map_err(|e| pg_error(statement::status(e)))
+}
