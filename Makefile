@@ -80,7 +80,7 @@ server-test: protoc ## lance-sql serve through real clients (ADBC Flight SQL and
 	@.ci/ensure-python-venv.sh $(VENV)
 	@.ci/ensure-psql.sh
 	$(CARGO) build --bin lance-sql
-	cd tests/clients && LANCE_SQL_BIN=$(abspath $(TARGET_DIR))/debug/lance-sql $(VENV_ABS)/bin/python -m pytest -q -p no:cacheprovider .
+	cd tests/clients && LANCE_SQL_BIN=$(abspath $(TARGET_DIR))/debug/lance-sql $(VENV_ABS)/bin/python -m pytest -q -p no:cacheprovider --timeout 300 .
 
 doc: protoc ## API docs of the library, warnings are errors
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --lib

@@ -12,6 +12,7 @@ REQUIREMENTS=(
   "datafusion==54.1.0"
   "pyarrow>=14"
   "pytest>=7"
+  "pytest-timeout>=2"
   "pylance==14.0.2"
   "duckdb>=1.1"
   "adbc-driver-manager>=1.3"
@@ -27,7 +28,7 @@ need = {"datafusion": "54.1.0", "pylance": "14.0.2"}
 for name, version in need.items():
     if m.version(name) != version:
         sys.exit(1)
-import adbc_driver_flightsql, duckdb, lance, psycopg, pyarrow, pytest  # noqa: F401,E401
+import adbc_driver_flightsql, duckdb, lance, psycopg, pyarrow, pytest, pytest_timeout  # noqa: F401,E401
 PY
 }
 if have; then

@@ -148,13 +148,16 @@ fn produces_freely(node: &dyn ExecutionPlan) -> bool {
 }
 
 /// Whether running `plan` changes a table: it holds a writing node of this
-/// crate (any but `LanceScanExec` and `LanceSearchExec`) or DataFusion's
-/// `DataSinkExec`. A cancelled statement that writes is given the time to
+/// crate (any `Lance*` or `Cloud*` node but the scans and searches) or
+/// DataFusion's `DataSinkExec`. A cancelled statement that writes is given the time to
 /// fail and remove its files; one that only reads can simply be dropped.
 pub fn writes(plan: &Arc<dyn ExecutionPlan>) -> bool {
     let name = plan.name();
-    let writer = (name.starts_with("Lance")
-        && !matches!(name, "LanceScanExec" | "LanceSearchExec"))
+    let writer = ((name.starts_with("Lance") || name.starts_with("Cloud"))
+        && !matches!(
+            name,
+            "LanceScanExec" | "LanceSearchExec" | "CloudScanExec" | "CloudSearchExec"
+        ))
         || name == "DataSinkExec";
     writer || plan.children().into_iter().any(writes)
 }

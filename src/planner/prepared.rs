@@ -254,6 +254,14 @@ pub(crate) fn substitute(
             ScalarValue::Utf8(Some(s))
             | ScalarValue::LargeUtf8(Some(s))
             | ScalarValue::Utf8View(Some(s)) => {
+                // In a dialect where `\` escapes in string literals, a
+                // value's own backslashes are escaped too: `\'` must not end
+                // the literal.
+                let s = if dialect.supports_string_literal_backslash_escape() {
+                    s.replace('\\', "\\\\")
+                } else {
+                    s.clone()
+                };
                 out.push('\'');
                 out.push_str(&s.replace('\'', "''"));
                 out.push('\'');
@@ -315,6 +323,23 @@ mod tests {
             sql,
             "SELECT * FROM f('t', (3)) WHERE s = ('it''s''''); DROP TABLE t; --') AND k = (3)"
         );
+        let mysql = datafusion::sql::sqlparser::dialect::MySqlDialect {};
+        let escaped = substitute(
+            "SELECT ?",
+            &[(
+                "?".to_string(),
+                ScalarValue::Utf8(Some("\\' OR 1=1 --".into())),
+            )],
+            &mysql,
+        )
+        .unwrap();
+        assert_eq!(escaped, "SELECT ('\\\\'' OR 1=1 --')");
+        let tokens = Tokenizer::new(&mysql, &escaped).tokenize().unwrap();
+        let strings = tokens
+            .iter()
+            .filter(|t| matches!(t, Token::SingleQuotedString(_)))
+            .count();
+        assert_eq!(strings, 1, "{tokens:?}");
         let (numbered, names) = number_question_marks(
             "SELECT '?' AS q, ? FROM t WHERE a = ? -- ?",
             &GenericDialect {},

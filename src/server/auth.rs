@@ -89,11 +89,25 @@ impl Credentials {
 pub(crate) struct Principal(pub(crate) String);
 
 /// Checks requests against [`Credentials`] and remembers the tokens its
-/// handshakes issued.
-#[derive(Debug)]
+/// handshakes issued (never shown by `Debug`).
 pub(crate) struct Gate {
     credentials: Credentials,
     issued: Mutex<(BTreeMap<String, String>, VecDeque<String>)>,
+}
+
+impl fmt::Debug for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let issued = self
+            .issued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .len();
+        f.debug_struct("Gate")
+            .field("credentials", &self.credentials)
+            .field("issued_tokens", &issued)
+            .finish()
+    }
 }
 
 impl Gate {
@@ -102,6 +116,10 @@ impl Gate {
             credentials,
             issued: Mutex::new(Default::default()),
         }
+    }
+
+    pub(crate) fn credentials(&self) -> &Credentials {
+        &self.credentials
     }
 
     /// The principal of a request, or `unauthenticated`.
@@ -247,5 +265,7 @@ mod tests {
             "user:ann"
         );
         assert!(gate.check(&with("Bearer forged")).is_err());
+        let shown = format!("{gate:?}");
+        assert!(!shown.contains(&token) && !shown.contains("pw1"), "{shown}");
     }
 }

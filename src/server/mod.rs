@@ -72,8 +72,12 @@ pub struct ServerSettings {
     pub statement_timeout: Option<Duration>,
     /// A session unused this long is dropped.
     pub session_idle_timeout: Duration,
-    /// The most sessions kept (the least recently used goes first).
+    /// The most sessions kept (the least recently used goes first); for
+    /// Postgres, the most connections at once.
     pub max_sessions: usize,
+    /// Serve without credentials on an address other than loopback (see
+    /// [`check_bind`]).
+    pub insecure: bool,
 }
 
 impl Default for ServerSettings {
@@ -84,6 +88,7 @@ impl Default for ServerSettings {
             statement_timeout: None,
             session_idle_timeout: Duration::from_secs(30 * 60),
             max_sessions: 1024,
+            insecure: false,
         }
     }
 }
@@ -99,6 +104,12 @@ pub fn check_bind(addr: &SocketAddr, credentials: &Credentials, insecure: bool) 
         );
     }
     Ok(())
+}
+
+fn local_addr(listener: &tokio::net::TcpListener) -> Result<SocketAddr> {
+    listener
+        .local_addr()
+        .map_err(|e| Error::invalid_input(format!("cannot read the listener's address: {e}")))
 }
 
 /// Serves `service` over gRPC on `addr` until `shutdown` resolves.
@@ -120,6 +131,11 @@ pub async fn serve_flight_sql_on(
     service: LanceFlightSqlService,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
+    check_bind(
+        &local_addr(&listener)?,
+        service.credentials(),
+        service.insecure(),
+    )?;
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     tonic::transport::Server::builder()
         .add_service(service.into_server())

@@ -66,7 +66,15 @@ impl Sessions {
     ) -> Result<(Arc<Session>, Option<String>), Status> {
         if let Some(id) = cookie(metadata, SESSION_COOKIE) {
             let found = self.lock().get(&id).cloned();
-            if let Some(session) = found.filter(|s| &s.principal == principal) {
+            let alive = |s: &Arc<Session>| {
+                &s.principal == principal
+                    && s.last_used
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .elapsed()
+                        < self.idle
+            };
+            if let Some(session) = found.filter(alive) {
                 *session.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
                 return Ok((session, None));
             }
@@ -176,7 +184,7 @@ impl<T> Handles<T> {
         let mut by_id = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
         let key = String::from_utf8_lossy(handle);
         match by_id.get_mut(key.as_ref()) {
-            Some((owner, used, item)) if owner == principal => {
+            Some((owner, used, item)) if owner == principal && used.elapsed() < self.ttl => {
                 *used = Instant::now();
                 Ok(Arc::clone(item))
             }
@@ -200,4 +208,32 @@ impl<T> Handles<T> {
 
 fn unknown_handle() -> Status {
     Status::not_found("unknown or expired handle (statement tickets are read once)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_is_found_only_by_its_principal_and_only_until_it_expires() {
+        let (ann, bob) = (Principal("ann".into()), Principal("bob".into()));
+        let handles = Handles::new(Duration::from_secs(60), 2);
+        let id = handles.insert(&ann, 7);
+        assert!(handles.get(&bob, id.as_bytes()).is_err());
+        assert!(handles.take(&bob, id.as_bytes()).is_err());
+        assert_eq!(*handles.get(&ann, id.as_bytes()).unwrap(), 7);
+        assert_eq!(*handles.take(&ann, id.as_bytes()).unwrap(), 7);
+        assert!(handles.take(&ann, id.as_bytes()).is_err(), "read once");
+        // At most `max` are kept: the oldest goes.
+        let (a, b, c) = (
+            handles.insert(&ann, 1),
+            handles.insert(&ann, 2),
+            handles.insert(&ann, 3),
+        );
+        assert!(handles.get(&ann, a.as_bytes()).is_err());
+        assert!(handles.get(&ann, b.as_bytes()).is_ok() && handles.get(&ann, c.as_bytes()).is_ok());
+        let expired = Handles::new(Duration::ZERO, 2);
+        let id = expired.insert(&ann, 1);
+        assert!(expired.get(&ann, id.as_bytes()).is_err());
+    }
 }

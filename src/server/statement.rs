@@ -11,7 +11,7 @@ use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{RecordBatchStream, TaskContext};
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{LogicalPlan, Statement};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream, execute_stream};
 use datafusion::prelude::SessionContext;
@@ -67,10 +67,14 @@ pub(crate) enum Started {
     Query(Arc<dyn ExecutionPlan>, Arc<TaskContext>),
 }
 
-/// Starts `plan` in `ctx`: a statement that changes something runs now, to
-/// its end (commit or failure) on its own task — a client that goes away
-/// does not cut a write short, and one that never reads the result still
-/// gets its statement run; a query is only planned here.
+/// Starts `plan` in `ctx` on a task of its own, so that a client that goes
+/// away (dropping this future) does not cut it short: a statement that
+/// changes something — DDL, `SET`, DML, `ALTER`, catalog DDL, anything with
+/// a writing node — runs now, to its end; one that never has its result
+/// read still runs. A query is only planned here. Past the statement
+/// timeout a write is cancelled (it fails like any failed statement) and
+/// given [`WRITE_GRACE`] to do so; DDL that Lance cannot stop (`ALTER`,
+/// a catalog's `CREATE TABLE AS`) runs to its end.
 pub(crate) async fn start(
     ctx: &SessionContext,
     plan: LogicalPlan,
@@ -78,33 +82,35 @@ pub(crate) async fn start(
 ) -> Result<Started, Status> {
     let deadline = limits.deadline();
     let permit = acquire(deadline, limits).await?;
-    let changes = matches!(
-        plan,
+    let changes = match &plan {
+        LogicalPlan::Statement(Statement::Execute(_)) => false,
         LogicalPlan::Dml(_)
-            | LogicalPlan::Ddl(_)
-            | LogicalPlan::Copy(_)
-            | LogicalPlan::Statement(_)
-    );
-    let cancellation = Arc::new(Cancellation::default());
-    let (physical, task) = within(deadline, limits, async {
-        let frame = crate::execute_lance_plan(ctx, plan).await?;
-        let mut config = frame.task_ctx().session_config().clone();
-        config.set_extension(Arc::clone(&cancellation));
-        let task = Arc::new(frame.task_ctx().with_session_config(config));
-        Ok((frame.create_physical_plan().await?, task))
-    })
-    .await
-    .map_err(status)?;
-    if !changes && !cancel::writes(&physical) {
-        return Ok(Started::Query(physical, task));
-    }
-    let schema = physical.schema();
+        | LogicalPlan::Ddl(_)
+        | LogicalPlan::Copy(_)
+        | LogicalPlan::Statement(_) => true,
+        _ => false,
+    };
+    let ctx = ctx.clone();
     let limits = limits.clone();
     let run = tokio::spawn(async move {
         let _permit = permit;
+        let cancellation = Arc::new(Cancellation::default());
+        let frame = crate::execute_lance_plan(&ctx, plan).await?;
+        let mut config = frame.task_ctx().session_config().clone();
+        config.set_extension(Arc::clone(&cancellation));
+        let task = Arc::new(frame.task_ctx().with_session_config(config));
+        let physical = frame.create_physical_plan().await?;
+        if !changes && !cancel::writes(&physical) {
+            return Ok(Started::Query(physical, task));
+        }
+        let schema = physical.schema();
         let mut work = Box::pin(async move {
             let stream = execute_stream(physical, task)?;
-            stream.collect::<Vec<_>>().await.into_iter().collect()
+            stream
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<DFResult<Vec<_>>>()
         });
         let sleep = async {
             match deadline {
@@ -112,20 +118,28 @@ pub(crate) async fn start(
                 None => futures::future::pending().await,
             }
         };
-        tokio::select! {
-            done = &mut work => done,
+        let batches = tokio::select! {
+            done = &mut work => done?,
             () = sleep => {
                 cancellation.cancel();
-                let _ = tokio::time::timeout(WRITE_GRACE, &mut work).await;
-                Err(limits.timed_out())
+                return match tokio::time::timeout(WRITE_GRACE, &mut work).await {
+                    // It had finished its input and committed after all.
+                    Ok(Ok(batches)) => Ok(Started::Done(schema, batches)),
+                    Ok(Err(_)) => Err(limits.timed_out()),
+                    Err(_) => Err(DataFusionError::Execution(format!(
+                        "{}; the statement did not stop within {} s of being cancelled: \
+                         whether it committed is in lance_versions",
+                        limits.timed_out(),
+                        WRITE_GRACE.as_secs()
+                    ))),
+                };
             }
-        }
+        };
+        Ok(Started::Done(schema, batches))
     });
-    let batches: Vec<RecordBatch> = run
-        .await
+    run.await
         .map_err(|e| Status::internal(e.to_string()))?
-        .map_err(status)?;
-    Ok(Started::Done(schema, batches))
+        .map_err(status)
 }
 
 impl Started {
@@ -187,11 +201,19 @@ pub(crate) async fn execute_update(
     limits: &Limits,
 ) -> Result<i64, Status> {
     let mut stream = start(ctx, plan, limits).await?.rows(limits).await?;
-    let mut batches = Vec::new();
+    // The first batch holds a DML count; a query's rows are read and
+    // dropped, not kept.
+    let mut first = Vec::new();
     while let Some(batch) = stream.next().await {
-        batches.push(batch.map_err(status)?);
+        let batch = batch.map_err(status)?;
+        if first.is_empty() {
+            first.push(batch);
+        } else {
+            first.clear();
+            first.push(RecordBatch::new_empty(batch.schema()));
+        }
     }
-    Ok(count_of(&batches).unwrap_or(-1))
+    Ok(count_of(&first).unwrap_or(-1))
 }
 
 /// The `count` a DML statement returns.

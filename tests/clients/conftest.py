@@ -94,7 +94,8 @@ class Server:
             cwd=cwd,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
+            # HOME is the test's directory: no developer's ~/.lance-sqlrc.
+            env={**os.environ, "HOME": str(cwd), **(env or {})},
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:

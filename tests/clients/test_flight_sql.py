@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 
 import adbc_driver_flightsql.dbapi as flight_sql
 import adbc_driver_manager
@@ -145,10 +144,13 @@ def test_bad_sql_is_a_clear_error_and_changes_nothing(server, data_dir):
 def test_credentials_are_checked_and_never_echoed(serve, data_dir):
     server = serve(env={"LANCE_SQL_AUTH_TOKEN": "t0ps3cret"})
     with pytest.raises(adbc_driver_manager.Error, match="invalid credentials") as denied:
-        with connect(server, **{"adbc.flight.sql.authorization_header": "Bearer wrong"}) as conn:
+        with connect(server, **{"adbc.flight.sql.authorization_header": "Bearer wr0ng-t0ken-42"}) as conn:
             with conn.cursor() as cur:
                 rows(cur, "SELECT 1")
-    assert "t0ps3cret" not in str(denied.value)
+    assert "t0ps3cret" not in str(denied.value) and "wr0ng-t0ken-42" not in str(denied.value)
+    with pytest.raises(adbc_driver_manager.Error, match="needs credentials"):
+        with connect(server) as conn, conn.cursor() as cur:
+            rows(cur, "SELECT 1")
     with connect(server, **{"adbc.flight.sql.authorization_header": "Bearer t0ps3cret"}) as conn:
         with conn.cursor() as cur:
             assert rows(cur, "SELECT 1 AS one") == [{"one": 1}]
@@ -176,7 +178,10 @@ def test_a_server_without_credentials_stays_on_loopback(lance_sql, data_dir):
     assert "refusing to serve on 0.0.0.0:0 without credentials" in done.stderr
 
 
-def test_a_client_killed_mid_result_leaves_the_server_serving(server, data_dir):
+def test_a_client_killed_mid_result_leaves_the_server_serving(serve, data_dir):
+    # One statement at a time: a place the killed client's query kept would
+    # make the next query wait out its timeout and fail.
+    server = serve("--max-concurrent-statements", "1", "--statement-timeout", "60")
     # A 100M-row result; the client reads one batch and is killed.
     client = textwrap.dedent(
         f"""
@@ -203,11 +208,10 @@ def test_a_client_killed_mid_result_leaves_the_server_serving(server, data_dir):
     finally:
         proc.kill()
         proc.wait(30)
-    deadline = time.monotonic() + 30
     with connect(server) as conn, conn.cursor() as cur:
-        assert rows(cur, "SELECT count(*) AS n FROM 'numbers.lance'") == [{"n": 10_000}]
-    assert server.alive() and time.monotonic() < deadline
-    assert lance.dataset(str(data_dir / "numbers.lance")).version == 1
+        for _ in range(3):
+            assert rows(cur, "SELECT count(*) AS n FROM 'numbers.lance'") == [{"n": 10_000}]
+    assert server.alive()
 
 
 def test_statement_timeout_stops_a_long_query(serve):

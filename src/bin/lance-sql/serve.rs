@@ -84,7 +84,13 @@ pub(crate) async fn run(args: &Args, serve: &ServeArgs) -> Result<()> {
         .or_else(|| std::env::var("LANCE_SQL_AUTH_TOKEN").ok())
         .filter(|t| !t.is_empty());
     let credentials = match (&token, &serve.users) {
-        (Some(token), _) => Credentials::Token(token.clone()),
+        (Some(_), Some(_)) => {
+            return Err(DataFusionError::Configuration(
+                "give either a token (--auth-token or LANCE_SQL_AUTH_TOKEN) or --users, not both"
+                    .into(),
+            ));
+        }
+        (Some(token), None) => Credentials::Token(token.clone()),
         (None, Some(file)) => Credentials::from_users_file(file)?,
         (None, None) => Credentials::Open,
     };
@@ -99,6 +105,7 @@ pub(crate) async fn run(args: &Args, serve: &ServeArgs) -> Result<()> {
             .map(|s| seconds(s, "--statement-timeout"))
             .transpose()?,
         session_idle_timeout: seconds(serve.session_idle_timeout, "--session-idle-timeout")?,
+        insecure: serve.insecure,
         ..ServerSettings::default()
     };
     let runtime = runtime_env(args, Arc::new(InstrumentedObjectStoreRegistry::new()))?;

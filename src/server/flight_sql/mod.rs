@@ -53,6 +53,7 @@ pub struct LanceFlightSqlService {
 }
 
 struct Shared {
+    insecure: bool,
     gate: Gate,
     sessions: Sessions,
     limits: Limits,
@@ -79,9 +80,11 @@ impl LanceFlightSqlService {
             statement_timeout,
             session_idle_timeout,
             max_sessions,
+            insecure,
         } = settings;
         Self {
             shared: Arc::new(Shared {
+                insecure,
                 gate: Gate::new(credentials),
                 sessions: Sessions::new(factory, session_idle_timeout, max_sessions),
                 limits: Limits::new(max_concurrent_statements, statement_timeout),
@@ -96,6 +99,14 @@ impl LanceFlightSqlService {
         FlightServiceServer::new(self)
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20)
+    }
+
+    pub(super) fn credentials(&self) -> &super::Credentials {
+        self.shared.gate.credentials()
+    }
+
+    pub(super) fn insecure(&self) -> bool {
+        self.shared.insecure
     }
 
     /// How many client sessions are alive.

@@ -48,6 +48,11 @@ pub async fn serve_postgres_on(
     settings: ServerSettings,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
+    super::check_bind(
+        &super::local_addr(&listener)?,
+        &settings.credentials,
+        settings.insecure,
+    )?;
     let limits = Limits::new(
         settings.max_concurrent_statements,
         settings.statement_timeout,

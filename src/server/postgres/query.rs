@@ -43,7 +43,7 @@ use crate::server::statement::{self, Limits, Started, count_of};
 /// server's limits.
 pub(super) struct Connection {
     factory: SessionFactory,
-    ctx: OnceCell<SessionContext>,
+    ctx: Arc<OnceCell<SessionContext>>,
     limits: Limits,
     parser: Arc<Parser>,
 }
@@ -52,7 +52,7 @@ impl Connection {
     pub(super) fn new(factory: SessionFactory, limits: Limits) -> Self {
         Self {
             factory,
-            ctx: OnceCell::new(),
+            ctx: Arc::new(OnceCell::new()),
             limits,
             parser: Arc::new(Parser::default()),
         }
@@ -148,6 +148,19 @@ fn described(plan: &LogicalPlan, format: &Format) -> PgWireResult<Vec<FieldInfo>
         return Ok(Vec::new());
     }
     arrow_schema_to_pg_fields(schema, format, None)
+}
+
+/// `rows` read to their end, to be sent later.
+async fn read_now(mut rows: QueryResponse) -> PgWireResult<QueryResponse> {
+    let fields = rows.row_schema();
+    let mut read = Vec::new();
+    while let Some(row) = rows.data_rows().next().await {
+        read.push(row?);
+    }
+    Ok(QueryResponse::new(
+        fields,
+        stream::iter(read.into_iter().map(Ok)),
+    ))
 }
 
 /// `BEGIN` / `COMMIT` / `ROLLBACK`: accepted, and nothing else — each
@@ -312,13 +325,30 @@ impl SimpleQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+        let statements = crate::split_statements(query, &PostgreSqlDialect {});
+        let last = statements.len().saturating_sub(1);
         let mut responses = Vec::new();
-        for sql in crate::split_statements(query, &PostgreSqlDialect {}) {
-            // The first failure ends the message, as in Postgres.
-            responses.push(
-                self.run(&sql, &Format::UnifiedText, Arc::clone(&options))
-                    .await?,
-            );
+        for (i, sql) in statements.iter().enumerate() {
+            match self
+                .run(sql, &Format::UnifiedText, Arc::clone(&options))
+                .await
+            {
+                // pgwire sends the responses once all have run: the rows of
+                // every statement but the last are read now, so that each
+                // gives its place under the concurrency cap back before the
+                // next one runs.
+                Ok(Response::Query(rows)) if i < last => {
+                    responses.push(Response::Query(read_now(rows).await?));
+                }
+                Ok(response) => responses.push(response),
+                // The first failure ends the message (each statement before
+                // it has committed on its own, and is answered).
+                Err(PgWireError::UserError(info)) => {
+                    responses.push(Response::Error(info));
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
         }
         if responses.is_empty() {
             responses.push(Response::EmptyQuery);
@@ -335,7 +365,7 @@ impl ExtendedQueryHandler for Connection {
     fn query_parser(&self) -> Arc<Self> {
         Arc::new(Self {
             factory: Arc::clone(&self.factory),
-            ctx: self.ctx.clone(),
+            ctx: Arc::clone(&self.ctx),
             limits: self.limits.clone(),
             parser: Arc::clone(&self.parser),
         })
@@ -374,6 +404,7 @@ impl ExtendedQueryHandler for Connection {
         let portal = match client.portal_store().get_portal(name) {
             Some(portal)
                 if message.max_rows == 0
+                    && transaction(&portal.statement.statement.text).is_none()
                     && matches!(client.state(), PgWireConnectionState::ReadyForQuery)
                     && matches!(*portal.state().lock().await, PortalExecutionState::Initial) =>
             {
@@ -418,11 +449,14 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let format = &portal.result_column_format;
-        let fields = match &portal.statement.statement.plan {
-            Some(plan) => described(plan, format)?,
-            // Planned only with its values (a version clause, a search's
-            // arguments): planned now with them to describe its columns.
-            None => {
+        let prepared = &portal.statement.statement;
+        let fields = match &prepared.plan {
+            // Without placeholders the plan is the one that runs.
+            Some(plan) if prepared.placeholders.is_empty() => described(plan, format)?,
+            // With values, it runs planned with them (their literals' types,
+            // a version clause, a search's arguments): planned so now to
+            // describe the columns it will send.
+            _ => {
                 let text = bound_text(portal)?;
                 if transaction(&text).is_some() {
                     Vec::new()
