@@ -189,8 +189,8 @@ pub(crate) fn executed_text(plan: &LogicalPlan, dialect: &dyn Dialect) -> DFResu
 }
 
 /// `sql` with each `?` placeholder (as JDBC, ODBC and ADBC clients write
-/// them) numbered `$1`, `$2`, … in order, and the placeholders of the
-/// result, each once, in order. (The Flight SQL server's prepared
+/// them) numbered `$1`, `$2`, … in order, and the placeholders values bind
+/// to, in order: `$1` up to the largest number used, then named ones. (The Flight SQL server's prepared
 /// statements.)
 #[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) fn number_question_marks(
@@ -221,8 +221,25 @@ pub(crate) fn number_question_marks(
         }
     }
     out.push_str(&sql[copied..]);
-    placeholders.sort_by_key(|p| (p.trim_start_matches('$').parse::<u64>().ok(), p.clone()));
-    Ok((out, placeholders))
+    // Values bind by position: `$k` takes the k-th, so the list holds every
+    // number up to the largest (`SELECT $2` binds two values and uses the
+    // second), then any named placeholders.
+    let positional = |p: &String| p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok());
+    let largest = placeholders
+        .iter()
+        .filter_map(positional)
+        .max()
+        .unwrap_or(0);
+    let mut named: Vec<String> = placeholders
+        .into_iter()
+        .filter(|p| positional(p).is_none())
+        .collect();
+    named.sort();
+    let all = (1..=largest)
+        .map(|k| format!("${k}"))
+        .chain(named)
+        .collect();
+    Ok((out, all))
 }
 
 /// `statement` with each placeholder replaced by its value as a SQL literal
@@ -347,6 +364,8 @@ mod tests {
         .unwrap();
         assert_eq!(numbered, "SELECT '?' AS q, $1 FROM t WHERE a = $2 -- ?");
         assert_eq!(names, ["$1", "$2"]);
+        let (_, gaps) = number_question_marks("SELECT $3, $1, $3", &GenericDialect {}).unwrap();
+        assert_eq!(gaps, ["$1", "$2", "$3"]);
         let missing = substitute("SELECT $3", &values, &GenericDialect {})
             .unwrap_err()
             .to_string();

@@ -107,6 +107,9 @@ def test_parameters_in_every_statement_kind(server, data_dir):
                 (10_000,)
             ]
         assert conn.execute("SELECT count(*) FROM t WHERE grp = %s", ("g1' OR '1'='1",)).fetchall() == [(0,)]
+        # $k takes the k-th value, also when a number is skipped.
+        skipped = conn.pgconn.exec_params(b"SELECT $2 AS b, $3 AS c", [b"one", b"two", b"three"])
+        assert [skipped.get_value(0, 0), skipped.get_value(0, 1)] == [b"two", b"three"]
         assert conn.execute("INSERT INTO t VALUES (%s, %s, %s)", (90001, 1.5, "it's")).rowcount == 1
         assert conn.execute("UPDATE t SET x = %s WHERE id = %s", (2.5, 90001)).rowcount == 1
         assert conn.execute("DELETE FROM t WHERE id = %s", (90001,)).rowcount == 1
