@@ -50,6 +50,7 @@ mod flight_sql;
 mod postgres;
 mod sessions;
 mod statement;
+mod tls;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -58,6 +59,7 @@ pub use auth::Credentials;
 pub use flight_sql::LanceFlightSqlService;
 pub use postgres::serve_postgres_on;
 pub use sessions::SessionFactory;
+pub use tls::TlsIdentity;
 
 use crate::error::{Error, Result, fail};
 
@@ -78,6 +80,9 @@ pub struct ServerSettings {
     /// Serve without credentials on an address other than loopback (see
     /// [`check_bind`]).
     pub insecure: bool,
+    /// Serve both protocols over TLS with this certificate; a Postgres
+    /// client that does not ask for TLS is then refused.
+    pub tls: Option<TlsIdentity>,
 }
 
 impl Default for ServerSettings {
@@ -89,6 +94,7 @@ impl Default for ServerSettings {
             session_idle_timeout: Duration::from_secs(30 * 60),
             max_sessions: 1024,
             insecure: false,
+            tls: None,
         }
     }
 }
@@ -137,7 +143,13 @@ pub async fn serve_flight_sql_on(
         service.insecure(),
     )?;
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = service.tls() {
+        builder = builder
+            .tls_config(tls.tonic())
+            .map_err(|e| Error::invalid_input(format!("invalid TLS settings: {e}")))?;
+    }
+    builder
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await

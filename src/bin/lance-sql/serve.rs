@@ -10,7 +10,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::prelude::SessionContext;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
 use datafusion_lance::server::{
-    Credentials, LanceFlightSqlService, ServerSettings, SessionFactory, check_bind,
+    Credentials, LanceFlightSqlService, ServerSettings, SessionFactory, TlsIdentity, check_bind,
     serve_flight_sql_on, serve_postgres_on,
 };
 use futures::StreamExt;
@@ -47,6 +47,15 @@ pub(crate) struct ServeArgs {
     /// Serve on a non-loopback address without credentials.
     #[clap(long)]
     insecure: bool,
+
+    /// Serve both protocols over TLS with this certificate chain (PEM);
+    /// Postgres clients must then use sslmode=require or stricter.
+    #[clap(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of --tls-cert.
+    #[clap(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 
     /// Statements running at once; more wait for a place.
     #[clap(long, default_value_t = 64)]
@@ -94,8 +103,18 @@ pub(crate) async fn run(args: &Args, serve: &ServeArgs) -> Result<()> {
         (None, Some(file)) => Credentials::from_users_file(file)?,
         (None, None) => Credentials::Open,
     };
+    let tls = match (&serve.tls_cert, &serve.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsIdentity::from_files(cert, key)?),
+        _ => None,
+    };
     for addr in serve.flight_sql.iter().chain(&serve.postgres) {
         check_bind(addr, &credentials, serve.insecure)?;
+        if !credentials.is_open() && tls.is_none() && !addr.ip().is_loopback() {
+            eprintln!(
+                "lance-sql: warning: credentials to {addr} travel unencrypted; \
+                 give --tls-cert/--tls-key or put a TLS proxy in front"
+            );
+        }
     }
     let settings = ServerSettings {
         credentials,
@@ -106,6 +125,7 @@ pub(crate) async fn run(args: &Args, serve: &ServeArgs) -> Result<()> {
             .transpose()?,
         session_idle_timeout: seconds(serve.session_idle_timeout, "--session-idle-timeout")?,
         insecure: serve.insecure,
+        tls,
         ..ServerSettings::default()
     };
     let runtime = runtime_env(args, Arc::new(InstrumentedObjectStoreRegistry::new()))?;
@@ -132,8 +152,9 @@ pub(crate) async fn run(args: &Args, serve: &ServeArgs) -> Result<()> {
     if let Some(addr) = serve.flight_sql {
         let listener = listen(addr).await?;
         eprintln!(
-            "lance-sql: Flight SQL listening on {}",
-            listener.local_addr()?
+            "lance-sql: Flight SQL listening on {}{}",
+            listener.local_addr()?,
+            if settings.tls.is_some() { " (TLS)" } else { "" }
         );
         let service = LanceFlightSqlService::new(Arc::clone(&factory), settings.clone());
         servers.push(tokio::spawn(serve_flight_sql_on(
@@ -145,8 +166,9 @@ pub(crate) async fn run(args: &Args, serve: &ServeArgs) -> Result<()> {
     if let Some(addr) = serve.postgres {
         let listener = listen(addr).await?;
         eprintln!(
-            "lance-sql: Postgres listening on {}",
-            listener.local_addr()?
+            "lance-sql: Postgres listening on {}{}",
+            listener.local_addr()?,
+            if settings.tls.is_some() { " (TLS)" } else { "" }
         );
         servers.push(tokio::spawn(serve_postgres_on(
             listener,

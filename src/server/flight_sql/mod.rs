@@ -35,7 +35,7 @@ use self::prepared::Prepared;
 use super::ServerSettings;
 use super::auth::{Gate, Principal};
 use super::sessions::{Handles, SESSION_COOKIE, Session, SessionFactory, Sessions};
-use super::statement::{self, Limits, Started};
+use super::statement::{self, CancelSignal, Limits, Started};
 
 type DoGetStream = Pin<Box<dyn Stream<Item = Result<arrow_flight::FlightData, Status>> + Send>>;
 
@@ -54,6 +54,7 @@ pub struct LanceFlightSqlService {
 
 struct Shared {
     insecure: bool,
+    tls: Option<super::TlsIdentity>,
     gate: Gate,
     sessions: Sessions,
     limits: Limits,
@@ -81,10 +82,12 @@ impl LanceFlightSqlService {
             session_idle_timeout,
             max_sessions,
             insecure,
+            tls,
         } = settings;
         Self {
             shared: Arc::new(Shared {
                 insecure,
+                tls,
                 gate: Gate::new(credentials),
                 sessions: Sessions::new(factory, session_idle_timeout, max_sessions),
                 limits: Limits::new(max_concurrent_statements, statement_timeout),
@@ -107,6 +110,11 @@ impl LanceFlightSqlService {
 
     pub(super) fn insecure(&self) -> bool {
         self.shared.insecure
+    }
+
+    /// The certificate [`super::serve_flight_sql`] serves with.
+    pub(super) fn tls(&self) -> Option<&super::TlsIdentity> {
+        self.shared.tls.as_ref()
     }
 
     /// How many client sessions are alive.
@@ -147,7 +155,8 @@ impl LanceFlightSqlService {
         plan: datafusion::logical_expr::LogicalPlan,
         descriptor: FlightDescriptor,
     ) -> Result<FlightInfo, Status> {
-        let started = statement::start(ctx, plan, &self.shared.limits).await?;
+        let started =
+            statement::start(ctx, plan, &self.shared.limits, &mut CancelSignal::never()).await?;
         let schema = started.schema();
         let handle = self
             .shared
@@ -275,7 +284,9 @@ impl FlightSqlService for LanceFlightSqlService {
             .unwrap_or_else(|p| p.into_inner())
             .take()
             .ok_or_else(|| Status::not_found("this statement's rows were read already"))?;
-        let stream = started.rows(&self.shared.limits).await?;
+        let stream = started
+            .rows(&self.shared.limits, CancelSignal::never())
+            .await?;
         Ok(Response::new(rows(stream)))
     }
 
@@ -366,8 +377,16 @@ impl FlightSqlService for LanceFlightSqlService {
             .get(&principal, &query.prepared_statement_handle)?;
         let text = one_text(prepared.texts(None)?)?;
         let plan = statement::plan(&prepared.ctx, &text).await?;
-        let started = statement::start(&prepared.ctx, plan, &self.shared.limits).await?;
-        let stream = started.rows(&self.shared.limits).await?;
+        let started = statement::start(
+            &prepared.ctx,
+            plan,
+            &self.shared.limits,
+            &mut CancelSignal::never(),
+        )
+        .await?;
+        let stream = started
+            .rows(&self.shared.limits, CancelSignal::never())
+            .await?;
         Ok(Response::new(rows(stream)))
     }
 

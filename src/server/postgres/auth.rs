@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::Sink;
-use pgwire::api::ClientInfo;
 use pgwire::api::auth::cleartext::CleartextPasswordAuthStartupHandler;
 use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::{
     AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
 };
+use pgwire::api::{ClientInfo, ConnectionManager};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 
@@ -43,25 +43,46 @@ impl AuthSource for Passwords {
 }
 
 /// No authentication (an open server on loopback).
-pub(super) struct Open;
+pub(super) struct Open(Arc<ConnectionManager>);
 
-impl NoopStartupHandler for Open {}
+impl NoopStartupHandler for Open {
+    fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
+        Some(Arc::clone(&self.0))
+    }
+}
 
-/// The startup handler of a connection.
-pub(super) enum Startup {
+/// How a connection authenticates.
+enum Login {
     Open(Open),
     Password(Box<CleartextPasswordAuthStartupHandler<Passwords, DefaultServerParameterProvider>>),
 }
 
+/// The startup handler of a connection.
+pub(super) struct Startup {
+    login: Login,
+    /// Refuse a connection that did not start TLS.
+    tls_only: bool,
+}
+
 impl Startup {
-    pub(super) fn new(credentials: &Credentials) -> Arc<Self> {
-        Arc::new(match credentials {
-            Credentials::Open => Self::Open(Open),
-            other => Self::Password(Box::new(CleartextPasswordAuthStartupHandler::new(
-                Passwords(other.clone()),
-                DefaultServerParameterProvider::default(),
-            ))),
-        })
+    /// The startup of a connection; it is registered with `cancels`, the
+    /// server's registry for cancel requests, once it is logged in.
+    pub(super) fn new(
+        credentials: &Credentials,
+        tls_only: bool,
+        cancels: &Arc<ConnectionManager>,
+    ) -> Arc<Self> {
+        let login = match credentials {
+            Credentials::Open => Login::Open(Open(Arc::clone(cancels))),
+            other => Login::Password(Box::new(
+                CleartextPasswordAuthStartupHandler::new(
+                    Passwords(other.clone()),
+                    DefaultServerParameterProvider::default(),
+                )
+                .with_connection_manager(Arc::clone(cancels)),
+            )),
+        };
+        Arc::new(Self { login, tls_only })
     }
 }
 
@@ -77,9 +98,17 @@ impl StartupHandler for Startup {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        match self {
-            Self::Open(open) => open.on_startup(client, message).await,
-            Self::Password(password) => password.on_startup(client, message).await,
+        if self.tls_only && !client.is_secure() {
+            // Before any password is asked for: none crosses in the clear.
+            return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                "FATAL".into(),
+                "28000".into(),
+                "this server accepts TLS connections only (connect with sslmode=require)".into(),
+            ))));
+        }
+        match &self.login {
+            Login::Open(open) => open.on_startup(client, message).await,
+            Login::Password(password) => password.on_startup(client, message).await,
         }
     }
 }
