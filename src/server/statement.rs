@@ -15,7 +15,8 @@ use datafusion::logical_expr::{LogicalPlan, Statement};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream, execute_stream};
 use datafusion::prelude::SessionContext;
-use futures::{Stream, StreamExt};
+use futures::future::{BoxFuture, Shared};
+use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 use tonic::Status;
@@ -53,6 +54,70 @@ impl Limits {
     }
 }
 
+/// A client's request to cancel its running statement (a Postgres cancel
+/// request); a Flight SQL client cancels by going away. Clones fire
+/// together: one request cancels every statement of a message.
+#[derive(Clone)]
+pub(crate) struct CancelSignal {
+    requested: Option<Shared<BoxFuture<'static, ()>>>,
+    fired: bool,
+}
+
+impl CancelSignal {
+    /// A signal that never fires.
+    pub(crate) fn never() -> Self {
+        Self {
+            requested: None,
+            fired: false,
+        }
+    }
+
+    /// Fires when `receiver` receives; not when its sender is dropped (the
+    /// client's next message replaced it).
+    pub(crate) fn on(receiver: futures::channel::oneshot::Receiver<()>) -> Self {
+        let requested = async move {
+            if receiver.await.is_err() {
+                futures::future::pending::<()>().await;
+            }
+        };
+        Self {
+            requested: Some(requested.boxed().shared()),
+            fired: false,
+        }
+    }
+
+    /// Resolves once the client asked to cancel (at once if it already did).
+    async fn wait(&mut self) {
+        std::future::poll_fn(|cx| {
+            if self.poll_fired(cx) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    fn poll_fired(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.fired
+            && let Some(requested) = self.requested.as_mut()
+            && requested.poll_unpin(cx).is_ready()
+        {
+            self.fired = true;
+            self.requested = None;
+        }
+        self.fired
+    }
+}
+
+/// The error of a statement its client cancelled.
+fn cancelled_by_client() -> DataFusionError {
+    DataFusionError::Execution(format!(
+        "{}: canceling statement due to user request",
+        cancel::CANCELLED
+    ))
+}
+
 /// The plan of `sql` (one statement), made by the crate's front door.
 /// Planning never writes.
 pub(crate) async fn plan(ctx: &SessionContext, sql: &str) -> Result<LogicalPlan, Status> {
@@ -74,14 +139,21 @@ pub(crate) enum Started {
 /// read still runs. A query is only planned here. Past the statement
 /// timeout a write is cancelled (it fails like any failed statement) and
 /// given [`WRITE_GRACE`] to do so; DDL that Lance cannot stop (`ALTER`,
-/// a catalog's `CREATE TABLE AS`) runs to its end.
+/// a catalog's `CREATE TABLE AS`) runs to its end. A cancel request from
+/// the client (`stop`) cancels a write the same way, and waits for its
+/// end: it fails (nothing committed) or, had it committed before it saw
+/// the cancellation, succeeds.
 pub(crate) async fn start(
     ctx: &SessionContext,
     plan: LogicalPlan,
     limits: &Limits,
+    stop: &mut CancelSignal,
 ) -> Result<Started, Status> {
     let deadline = limits.deadline();
-    let permit = acquire(deadline, limits).await?;
+    let permit = tokio::select! {
+        permit = acquire(deadline, limits) => permit?,
+        () = stop.wait() => return Err(status(cancelled_by_client())),
+    };
     let changes = match &plan {
         LogicalPlan::Statement(Statement::Execute(_)) => false,
         LogicalPlan::Dml(_)
@@ -92,9 +164,11 @@ pub(crate) async fn start(
     };
     let ctx = ctx.clone();
     let limits = limits.clone();
-    let run = tokio::spawn(async move {
+    let cancellation = Arc::new(Cancellation::default());
+    let cancels = Arc::clone(&cancellation);
+    let mut run = tokio::spawn(async move {
         let _permit = permit;
-        let cancellation = Arc::new(Cancellation::default());
+        let cancellation = cancels;
         let frame = crate::execute_lance_plan(&ctx, plan).await?;
         let mut config = frame.task_ctx().session_config().clone();
         config.set_extension(Arc::clone(&cancellation));
@@ -137,7 +211,21 @@ pub(crate) async fn start(
         };
         Ok(Started::Done(schema, batches))
     });
-    run.await
+    let outcome = tokio::select! {
+        outcome = &mut run => outcome,
+        () = stop.wait() => {
+            // A query is only being planned: its rows, read next, end with
+            // the cancellation.
+            cancellation.cancel();
+            match run.await {
+                Ok(Err(e)) if e.to_string().contains(cancel::CANCELLED) => {
+                    Ok(Err(cancelled_by_client()))
+                }
+                outcome => outcome,
+            }
+        }
+    };
+    outcome
         .map_err(|e| Status::internal(e.to_string()))?
         .map_err(status)
 }
@@ -153,8 +241,13 @@ impl Started {
 
     /// The statement's rows: a query runs now (taking its place under the
     /// concurrency cap, bounded by the statement timeout from now) and
-    /// stops when the stream is dropped.
-    pub(crate) async fn rows(self, limits: &Limits) -> Result<SendableRecordBatchStream, Status> {
+    /// stops when the stream is dropped or the client cancels it (the
+    /// stream then ends with an error).
+    pub(crate) async fn rows(
+        self,
+        limits: &Limits,
+        mut stop: CancelSignal,
+    ) -> Result<SendableRecordBatchStream, Status> {
         match self {
             Self::Done(schema, batches) => {
                 let stream = futures::stream::iter(batches.into_iter().map(Ok));
@@ -162,13 +255,17 @@ impl Started {
             }
             Self::Query(plan, task) => {
                 let deadline = limits.deadline();
-                let permit = acquire(deadline, limits).await?;
+                let permit = tokio::select! {
+                    permit = acquire(deadline, limits) => permit?,
+                    () = stop.wait() => return Err(status(cancelled_by_client())),
+                };
                 let stream = execute_stream(plan, task).map_err(status)?;
                 Ok(Box::pin(Bounded {
                     schema: stream.schema(),
                     inner: stream,
                     deadline: deadline.map(|at| Box::pin(tokio::time::sleep_until(at))),
                     limits: limits.clone(),
+                    stop,
                     _permit: permit,
                     done: false,
                 }))
@@ -200,7 +297,10 @@ pub(crate) async fn execute_update(
     plan: LogicalPlan,
     limits: &Limits,
 ) -> Result<i64, Status> {
-    let mut stream = start(ctx, plan, limits).await?.rows(limits).await?;
+    let mut stream = start(ctx, plan, limits, &mut CancelSignal::never())
+        .await?
+        .rows(limits, CancelSignal::never())
+        .await?;
     // The first batch holds a DML count; a query's rows are read and
     // dropped, not kept.
     let mut first = Vec::new();
@@ -242,13 +342,15 @@ async fn within<T>(
     }
 }
 
-/// A query's stream, ended with an error at the statement timeout; holds
+/// A query's stream, ended with an error at the statement timeout or when
+/// its client cancels it; holds
 /// the statement's place under the concurrency cap until it is dropped.
 struct Bounded {
     schema: SchemaRef,
     inner: SendableRecordBatchStream,
     deadline: Option<Pin<Box<Sleep>>>,
     limits: Limits,
+    stop: CancelSignal,
     _permit: OwnedSemaphorePermit,
     done: bool,
 }
@@ -265,6 +367,10 @@ impl Stream for Bounded {
         {
             self.done = true;
             return Poll::Ready(Some(Err(self.limits.timed_out())));
+        }
+        if self.stop.poll_fired(cx) {
+            self.done = true;
+            return Poll::Ready(Some(Err(cancelled_by_client())));
         }
         let next = self.inner.poll_next_unpin(cx);
         if matches!(next, Poll::Ready(None)) {

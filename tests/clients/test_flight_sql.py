@@ -220,3 +220,20 @@ def test_statement_timeout_stops_a_long_query(serve):
         with pytest.raises(adbc_driver_manager.Error, match="statement timeout"):
             rows(cur, "SELECT count(*) FROM 'numbers.lance' a, 'numbers.lance' b, 'numbers.lance' c WHERE a.x + b.x = c.x + 0.25")
         assert rows(cur, "SELECT 1 AS one") == [{"one": 1}]
+
+
+def test_a_write_past_the_statement_timeout_is_cancelled_and_commits_nothing(serve, data_dir):
+    uri = str(data_dir / "numbers.lance")
+    server = serve("--statement-timeout", "1")
+    with connect(server) as conn, conn.cursor() as cur:
+        cur.execute("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION 'numbers.lance'")
+        cur.fetchall()
+        # 100M rows to write: far more than a second in any build.
+        with pytest.raises(adbc_driver_manager.Error, match="statement timeout"):
+            update(cur, "INSERT INTO t SELECT a.id + 10000 * (b.id + 1), a.x, a.grp FROM t a CROSS JOIN t b")
+        assert lance.dataset(uri).version == 1
+        assert lance.dataset(uri).count_rows() == 10_000
+        # The server writes on: the next INSERT commits once.
+        assert update(cur, "INSERT INTO t VALUES (-1, 0.0, 'after')") == 1
+    assert lance.dataset(uri).version == 2
+    assert lance.dataset(uri).count_rows() == 10_001

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import lance
 import psycopg
@@ -188,3 +190,91 @@ def test_several_statements_in_one_message_each_take_their_turn(serve):
     assert " a \n---\n 1\n" in done.stdout and " b \n---\n 2\n" in done.stdout, done.stdout
     assert "42601" in done.stderr or "Expected" in done.stderr, done.stderr
     assert " d \n" not in done.stdout
+
+
+# Runs until cancelled: 10^12 pairs of pairs, no row before the end.
+ENDLESS = "SELECT count(*) FROM 'numbers.lance' a, 'numbers.lance' b, 'numbers.lance' c WHERE a.x + b.x = c.x + 0.25"
+
+
+def cancelled_while_running(conn, sql: str) -> BaseException | None:
+    """Runs `sql` on a thread and sends cancel requests (bounded: 60 at most,
+    one per second) until it ends; what it raised."""
+    outcome: list[BaseException | None] = []
+
+    def run():
+        try:
+            conn.execute(sql)
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 - the verdict is the test's
+            outcome.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    # A request that arrives before the statement starts cancels nothing:
+    # send another until the statement has ended.
+    for _ in range(60):
+        conn.cancel_safe(timeout=10)
+        thread.join(1.0)
+        if not thread.is_alive():
+            break
+    assert not thread.is_alive(), "the statement did not stop on a cancel request"
+    return outcome[0]
+
+
+def test_a_cancel_request_stops_a_query_and_a_write(server, data_dir):
+    uri = str(data_dir / "numbers.lance")
+    with connect(server) as conn:
+        conn.execute("CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION 'numbers.lance'")
+        raised = cancelled_while_running(conn, ENDLESS)
+        assert isinstance(raised, psycopg.errors.QueryCanceled), raised
+        assert "canceling statement due to user request" in str(raised)
+        # 100M rows to write, cancelled: nothing committed.
+        raised = cancelled_while_running(
+            conn, "INSERT INTO t SELECT a.id + 10000 * (b.id + 1), a.x, a.grp FROM t a CROSS JOIN t b"
+        )
+        assert isinstance(raised, psycopg.errors.QueryCanceled), raised
+        assert lance.dataset(uri).version == 1
+        assert lance.dataset(uri).count_rows() == 10_000
+        # The connection goes on.
+        assert conn.execute("INSERT INTO t VALUES (-1, 0.0, 'after')").rowcount == 1
+    assert lance.dataset(uri).version == 2
+
+
+def test_ctrl_c_in_psql_cancels_the_running_statement(server):
+    def attempt() -> tuple[int, str]:
+        proc = subprocess.Popen(
+            ["psql", "-X", "-h", "127.0.0.1", "-p", str(server.pg_port), "-U", "me", "-d", "d"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PGCONNECT_TIMEOUT": "10"},
+        )
+        try:
+            proc.stdin.write(f"\\echo started\n{ENDLESS};\n")
+            proc.stdin.close()
+            assert first_line(proc, 60).strip() == "started"
+            # Ctrl-C, again until psql ends (bounded: 60 s).
+            for _ in range(60):
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(1.0)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            return proc.returncode, proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    # A Ctrl-C in the instant between psql's echo and its sending the
+    # statement ends psql instead (exit 3, nothing cancelled): try again.
+    for _ in range(5):
+        code, err = attempt()
+        if code != 3 or "canceling" in err:
+            break
+    assert code != 0
+    assert "canceling statement due to user request" in err, err
+    with connect(server) as conn:
+        assert conn.execute("SELECT count(*) FROM 'numbers.lance'").fetchall() == [(10_000,)]

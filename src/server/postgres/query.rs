@@ -21,23 +21,25 @@ use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 use futures::{Sink, SinkExt, StreamExt, stream};
 use pgwire::api::portal::{Format, Portal, PortalExecutionState};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
-use pgwire::api::query::{send_execution_response, send_query_response};
+use pgwire::api::query::{send_execution_response, send_query_response, send_ready_for_query};
 use pgwire::api::results::{DescribePortalResponse, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
-use pgwire::api::{ClientInfo, ClientPortalStore, Type};
+use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionHandle, Type};
 use pgwire::api::{DEFAULT_NAME, PgWireConnectionState};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::messages::data::DataRow;
 use pgwire::messages::extendedquery::Execute;
+use pgwire::messages::response::EmptyQueryResponse;
+use pgwire::messages::simplequery::Query;
 use pgwire::types::format::FormatOptions;
 use tokio::sync::OnceCell;
 use tonic::{Code, Status};
 
 use crate::planner::prepared::{number_question_marks, substitute};
 use crate::server::sessions::SessionFactory;
-use crate::server::statement::{self, Limits, Started, count_of};
+use crate::server::statement::{self, CancelSignal, Limits, Started, count_of};
 
 /// A client connection: its session (made at its first statement) and the
 /// server's limits.
@@ -72,12 +74,14 @@ impl Connection {
             })
     }
 
-    /// Runs one statement and answers it.
+    /// Runs one statement and answers it; a cancel request from the
+    /// client (`cancel`) stops it.
     async fn run(
         &self,
         sql: &str,
         format: &Format,
         options: Arc<FormatOptions>,
+        mut cancel: CancelSignal,
     ) -> PgWireResult<Response> {
         if let Some(response) = transaction(sql) {
             return Ok(response);
@@ -85,7 +89,7 @@ impl Connection {
         let ctx = self.ctx().await?;
         let plan = self.parser.plan(ctx, sql).await?;
         let command = command(&plan, sql);
-        let started = statement::start(ctx, plan, &self.limits)
+        let started = statement::start(ctx, plan, &self.limits, &mut cancel)
             .await
             .map_err(pg_error)?;
         if let Started::Done(schema, batches) = &started
@@ -105,7 +109,7 @@ impl Connection {
         }
         let schema = started.schema();
         let fields = Arc::new(arrow_schema_to_pg_fields(&schema, format, Some(options))?);
-        let rows = started.rows(&self.limits).await.map_err(pg_error)?;
+        let rows = started.rows(&self.limits, cancel).await.map_err(pg_error)?;
         let encoded = Arc::clone(&fields);
         let rows = rows
             .map(move |batch| {
@@ -118,6 +122,33 @@ impl Connection {
             })
             .flatten();
         Ok(Response::Query(QueryResponse::new(fields, rows)))
+    }
+}
+
+/// What fires when the client's cancel request (`pg_cancel_backend` from
+/// another connection, psycopg's `cancel()`, Ctrl-C in `psql`) names this
+/// connection: set up afresh for each statement, so a request cancels the
+/// statement that runs when it arrives.
+async fn cancel_signal<C: ClientInfo>(client: &C) -> CancelSignal {
+    match client.session_extensions().get::<Arc<ConnectionHandle>>() {
+        Some(handle) => CancelSignal::on(handle.start_query().await),
+        None => CancelSignal::never(),
+    }
+}
+
+impl Connection {
+    /// Runs a bound portal; `cancel` stops it.
+    async fn portal<C: ClientInfo>(
+        &self,
+        client: &C,
+        portal: &Portal<Prepared>,
+        cancel: CancelSignal,
+    ) -> PgWireResult<Response> {
+        let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+        let text = bound_text(portal)?;
+        // Boxed, here and below: a statement's future is too deep for the
+        // handlers' futures to hold inline.
+        Box::pin(self.run(&text, &portal.result_column_format, options, cancel)).await
     }
 }
 
@@ -315,23 +346,27 @@ impl QueryParser for Connection {
     }
 }
 
-#[async_trait]
-impl SimpleQueryHandler for Connection {
-    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
-    where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::PortalStore: PortalStore,
-        C::Error: Debug,
-        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-    {
+impl Connection {
+    /// The statements of one simple-protocol message, run in turn; a cancel
+    /// request (`cancel`) stops the one running and ends the message.
+    async fn statements<C: ClientInfo>(
+        &self,
+        client: &C,
+        query: &str,
+        cancel: CancelSignal,
+    ) -> PgWireResult<Vec<Response>> {
         let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
         let statements = crate::split_statements(query, &PostgreSqlDialect {});
         let last = statements.len().saturating_sub(1);
         let mut responses = Vec::new();
         for (i, sql) in statements.iter().enumerate() {
-            match self
-                .run(sql, &Format::UnifiedText, Arc::clone(&options))
-                .await
+            match Box::pin(self.run(
+                sql,
+                &Format::UnifiedText,
+                Arc::clone(&options),
+                cancel.clone(),
+            ))
+            .await
             {
                 // pgwire sends the responses once all have run: the rows of
                 // every statement but the last are read now, so that each
@@ -354,6 +389,73 @@ impl SimpleQueryHandler for Connection {
             responses.push(Response::EmptyQuery);
         }
         Ok(responses)
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Connection {
+    /// pgwire's own `Query` handling races the statements against the
+    /// connection's cancel request, and ends the message when the request
+    /// is replaced — but it cannot see a result's rows, sent after it. A
+    /// message is run here with the request passed down to the rows.
+    async fn on_query<C>(&self, client: &mut C, query: Query) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            return Err(PgWireError::NotReadyForQuery);
+        }
+        client.set_state(PgWireConnectionState::QueryInProgress);
+        let mut status = client.transaction_status();
+        let cancel = cancel_signal(client).await;
+        let responses = self.statements(client, &query.query, cancel).await?;
+        for response in responses {
+            match response {
+                Response::EmptyQuery => {
+                    client
+                        .feed(PgWireBackendMessage::EmptyQueryResponse(
+                            EmptyQueryResponse::new(),
+                        ))
+                        .await?
+                }
+                Response::Query(rows) => send_query_response(client, rows, true).await?,
+                Response::Execution(tag) => send_execution_response(client, tag).await?,
+                Response::TransactionStart(tag) => {
+                    send_execution_response(client, tag).await?;
+                    status = status.to_in_transaction_state();
+                }
+                Response::TransactionEnd(tag) => {
+                    send_execution_response(client, tag).await?;
+                    status = status.to_idle_state();
+                }
+                Response::Error(e) => {
+                    client
+                        .feed(PgWireBackendMessage::ErrorResponse((*e).into()))
+                        .await?;
+                    status = status.to_error_state();
+                }
+                // `run` answers neither.
+                Response::CopyIn(_) | Response::CopyOut(_) | Response::CopyBoth(_) => {
+                    return Err(error("0A000", "unexpected response to a statement".into()));
+                }
+            }
+        }
+        client.set_state(PgWireConnectionState::ReadyForQuery);
+        client.set_transaction_status(status);
+        send_ready_for_query(client, status).await
+    }
+
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        self.statements(client, query, CancelSignal::never()).await
     }
 }
 
@@ -383,9 +485,9 @@ impl ExtendedQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
-        let text = bound_text(portal)?;
-        self.run(&text, &portal.result_column_format, options).await
+        // pgwire's `Execute` (a partial fetch) races this against the
+        // connection's cancel request itself.
+        self.portal(client, portal, CancelSignal::never()).await
     }
 
     /// pgwire's own `Execute` collects all of a portal's rows before
@@ -413,7 +515,8 @@ impl ExtendedQueryHandler for Connection {
             _ => return self._on_execute(client, message).await,
         };
         client.set_state(PgWireConnectionState::QueryInProgress);
-        match ExtendedQueryHandler::do_query(self, client, portal.as_ref(), 0).await? {
+        let cancel = cancel_signal(client).await;
+        match self.portal(client, portal.as_ref(), cancel).await? {
             Response::Query(rows) => send_query_response(client, rows, false).await?,
             Response::Execution(tag) => send_execution_response(client, tag).await?,
             Response::TransactionStart(tag) | Response::TransactionEnd(tag) => {
