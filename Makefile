@@ -3,7 +3,7 @@
 CARGO ?= cargo
 DEMO_DIR ?= target/demo
 
-.PHONY: help protoc s3-server lancedb-client run build test test-nightly lint fmt check-fmt clippy check-lean unit slt slt-complete bench bench-python doc python python-test server-test
+.PHONY: help protoc s3-server lancedb-client run build test test-nightly lint fmt check-fmt clippy check-lean unit slt slt-complete bench bench-python bench-server doc python python-test server-test
 
 # The Python package's virtual environment (make python VENV=...).
 VENV ?= target/python-venv
@@ -62,11 +62,17 @@ slt-complete: protoc ## Regenerate expected output of .slt files (F=... to filte
 bench: protoc ## Release benchmarks; prints the tables quoted in README.md
 	$(CARGO) bench --bench lance
 	$(MAKE) bench-python
+	$(MAKE) bench-server
 
 bench-python: protoc ## Q6/Q1-like from Python: this package (release) vs pylance's FFI provider and pyarrow (after make bench made the data)
 	@.ci/ensure-python-venv.sh $(VENV)
 	cd python && VIRTUAL_ENV=$(VENV_ABS) PATH=$(VENV_ABS)/bin:$$PATH maturin develop --release --quiet
 	$(VENV_ABS)/bin/python python/bench/queries.py target/bench-data/lineitem-v2.1-10000000.lance
+
+bench-server: protoc ## lance-sql serve (release) through ADBC and psycopg vs lance-sql -c: Q6/Q1, rows/s, point-lookup QPS (after make bench made the data)
+	@.ci/ensure-python-venv.sh $(VENV)
+	$(CARGO) build --release --bin lance-sql
+	$(VENV_ABS)/bin/python benches/server.py $(abspath $(TARGET_DIR))/release/lance-sql target/bench-data/lineitem-v2.1-10000000.lance
 
 python: protoc ## Build the Python package (maturin, debug) and install it into $(VENV) with datafusion==54.1.0 and pyarrow
 	@.ci/ensure-python-venv.sh $(VENV)
@@ -76,11 +82,11 @@ python-test: python ## pytest of the Python package (against lance-sql and pylan
 	$(CARGO) build --bin lance-sql
 	cd python && LANCE_SQL_BIN=$(abspath $(TARGET_DIR))/debug/lance-sql $(VENV_ABS)/bin/python -m pytest -q tests
 
-server-test: protoc ## lance-sql serve through real clients (ADBC Flight SQL and psycopg from the venv, psql), on loopback
+server-test: protoc ## lance-sql serve through real clients (ADBC Flight SQL and psycopg from the venv, psql), on loopback, TLS and a cluster included
 	@.ci/ensure-python-venv.sh $(VENV)
 	@.ci/ensure-psql.sh
-	$(CARGO) build --bin lance-sql
-	cd tests/clients && LANCE_SQL_BIN=$(abspath $(TARGET_DIR))/debug/lance-sql $(VENV_ABS)/bin/python -m pytest -q -p no:cacheprovider --timeout 300 .
+	$(CARGO) build --bin lance-sql --bin lance-cluster
+	cd tests/clients && LANCE_SQL_BIN=$(abspath $(TARGET_DIR))/debug/lance-sql LANCE_CLUSTER_BIN=$(abspath $(TARGET_DIR))/debug/lance-cluster $(VENV_ABS)/bin/python -m pytest -q -p no:cacheprovider --timeout 300 .
 
 doc: protoc ## API docs of the library, warnings are errors
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --lib
