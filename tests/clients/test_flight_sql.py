@@ -212,6 +212,8 @@ def test_a_client_killed_mid_result_leaves_the_server_serving(serve, data_dir):
         for _ in range(3):
             assert rows(cur, "SELECT count(*) AS n FROM 'numbers.lance'") == [{"n": 10_000}]
     assert server.alive()
+    # Nothing changed the table.
+    assert lance.dataset(str(data_dir / "numbers.lance")).version == 1
 
 
 def test_statement_timeout_stops_a_long_query(serve):

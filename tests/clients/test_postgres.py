@@ -148,7 +148,7 @@ def test_passwords_are_checked_and_never_echoed(serve, data_dir):
     by_user = serve("--users", str(users))
     with psycopg.connect(host="127.0.0.1", port=by_user.pg_port, user="ann", password="pw-of-ann", dbname="d") as c:
         assert c.execute("SELECT 2").fetchall() == [(2,)]
-    with pytest.raises(psycopg.OperationalError):
+    with pytest.raises(psycopg.OperationalError, match="invalid credentials"):
         psycopg.connect(host="127.0.0.1", port=by_user.pg_port, user="bob", password="pw-of-ann", dbname="d")
     for s in (server, by_user):
         assert "t0ps3cret" not in s.log.read_text() and "pw-of-ann" not in s.log.read_text()
@@ -180,6 +180,8 @@ def test_a_client_killed_mid_result_leaves_the_server_serving(serve, data_dir):
         for _ in range(3):
             assert conn.execute("SELECT count(*) FROM 'numbers.lance'").fetchall() == [(10_000,)]
     assert server.alive()
+    # Nothing changed the table.
+    assert lance.dataset(str(data_dir / "numbers.lance")).version == 1
 
 
 def test_several_statements_in_one_message_each_take_their_turn(serve):
