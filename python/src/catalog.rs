@@ -39,8 +39,9 @@ const UNNAMED: &str = "lance";
 
 #[pymethods]
 impl LanceCatalog {
-    /// The namespace at `root` (a directory or URI; `http(s)://` for a REST
-    /// namespace), reached with storage `options`. Nothing is opened yet.
+    /// The namespace at `root` (a directory or URI; `rest+http(s)://HOST:PORT`
+    /// for a REST namespace server), reached with storage `options`. Nothing
+    /// is opened yet.
     #[new]
     #[pyo3(signature = (root, options=None))]
     fn new(root: String, options: Option<HashMap<String, String>>) -> Self {

@@ -115,19 +115,19 @@ def test_full_surface_through_the_front_door(ctx, table_uri):
 
 def test_vector_search_through_both_doors(ctx, tmp_path: pathlib.Path):
     uri = str(tmp_path / "vectors.lance")
+    # Row r holds [r, r + 1, r + 2, r + 3]: every distance to the query is
+    # distinct, so the 3 nearest are one answer (10, 11, 9), no ties.
     vectors = pa.FixedSizeListArray.from_arrays(
-        pa.array([float(i % 17) for i in range(400 * 4)], pa.float32()), 4
+        pa.array([float(r + j) for r in range(400) for j in range(4)], pa.float32()), 4
     )
     lance.write_dataset(pa.table({"id": pa.array(range(400), pa.int64()), "v": vectors}), uri)
     ctx.register_table("vecs", datafusion_lance.LanceTable(uri))
-    query = (
-        "SELECT id FROM lance_vector_search('vecs', 'v', [0.0, 1.0, 2.0, 3.0], 3) ORDER BY id"
-    )
+    q = [10.2, 11.2, 12.2, 13.2]
+    query = f"SELECT id FROM lance_vector_search('vecs', 'v', {q}, 3)"
     through_rust = lance_rows(datafusion_lance.sql(ctx, query))
-    expected = lance.dataset(uri).to_table(
-        nearest={"column": "v", "q": [0.0, 1.0, 2.0, 3.0], "k": 3}, columns=["id"]
-    )
-    assert sorted(r[0] for r in through_rust) == sorted(expected["id"].to_pylist())
+    expected = lance.dataset(uri).to_table(nearest={"column": "v", "q": q, "k": 3}, columns=["id"])
+    assert through_rust == [(10,), (11,), (9,)]
+    assert [r[0] for r in through_rust] == expected["id"].to_pylist()
     # Through DataFusion's own SQL, a search names no table it can find
     # (the FFI session has no catalog of this crate): a clear error.
     with pytest.raises(Exception, match="is not a registered Lance table"):
@@ -150,9 +150,9 @@ def test_results_stream_to_pyarrow_and_duckdb(ctx, table_uri):
     with pytest.raises(datafusion_lance.LanceError, match="already read"):
         pa.table(result)
 
+    # DuckDB reads the result itself, through its Arrow C stream.
     stream = datafusion_lance.sql(ctx, "SELECT id, grp FROM t")
-    arrow_rows = pa.RecordBatchReader.from_stream(stream)
-    counted = duckdb.sql("SELECT grp, count(*) FROM arrow_rows GROUP BY grp ORDER BY grp").fetchall()
+    counted = duckdb.sql("SELECT grp, count(*) FROM stream GROUP BY grp ORDER BY grp").fetchall()
     assert counted == [("g0", 3334), ("g1", 3333), ("g2", 3333)]
 
 
