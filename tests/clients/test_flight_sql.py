@@ -167,15 +167,21 @@ def test_credentials_are_checked_and_never_echoed(serve, data_dir):
 
 
 def test_a_server_without_credentials_stays_on_loopback(lance_sql, data_dir):
-    done = subprocess.run(
-        [lance_sql, "serve", "--flight-sql", "0.0.0.0:0"],
-        cwd=data_dir,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode != 0
-    assert "refusing to serve on 0.0.0.0:0 without credentials" in done.stderr
+    # 192.0.2.1 (TEST-NET-1) is no address of this machine: were the check
+    # missing, binding would fail with another error, never listen.
+    for args, refused in [
+        (["--flight-sql", "192.0.2.1:0"], "192.0.2.1:0"),
+        (["--flight-sql", "127.0.0.1:0", "--postgres", "192.0.2.1:0"], "192.0.2.1:0"),
+    ]:
+        done = subprocess.run(
+            [lance_sql, "serve", *args],
+            cwd=data_dir,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode != 0
+        assert f"refusing to serve on {refused} without credentials" in done.stderr, done.stderr
 
 
 def test_a_client_killed_mid_result_leaves_the_server_serving(serve, data_dir):
