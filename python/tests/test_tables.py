@@ -239,3 +239,34 @@ def test_tables_cross_between_python_and_lance_sql(ctx, tmp_path, lance_sql):
     )
     ctx.register_table("cli", datafusion_lance.LanceTable(theirs))
     assert rows(ctx.sql("SELECT count(*), sum(id) FROM cli")) == [(7, 28)]
+
+
+def test_maintenance_functions_run_through_datafusions_sql(ctx, table_uri):
+    # register(ctx) brought lance_optimize; 4 fragments of 2,500 rows become one.
+    compacted = rows(
+        ctx.sql(f"SELECT fragments_removed, fragments_added FROM lance_optimize('{table_uri}')")
+    )
+    assert compacted == [(4, 1)]
+    dataset = lance.dataset(table_uri)
+    assert len(dataset.get_fragments()) == 1
+    assert dataset.count_rows() == 10_000
+
+
+def test_every_table_shares_the_process_lance_session(table_uri):
+    def stats(context) -> dict:
+        result = datafusion_lance.sql(context, "SELECT lance_session_stats() AS s")
+        return pa.table(result).to_pylist()[0]["s"]
+
+    contexts = [datafusion.SessionContext() for _ in range(2)]
+    for context in contexts:
+        datafusion_lance.register(context)
+    before = stats(contexts[0])
+    for context in contexts:
+        context.register_table("t", datafusion_lance.LanceTable(table_uri))
+        assert rows(context.sql("SELECT count(*) FROM t")) == [(10_000,)]
+    after = stats(contexts[1])
+    # Two contexts, each opening the table: its manifest is loaded once, the
+    # other opens reuse what the process's session holds.
+    assert after["opens"] - before["opens"] >= 2
+    assert after["loads"] - before["loads"] == 1
+    assert after["reused"] - before["reused"] >= 1
