@@ -11,12 +11,13 @@ use arrow::ffi::FFI_ArrowSchema;
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 use arrow::record_batch::RecordBatch;
 use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_plan::EmptyRecordBatchStream;
 use futures::StreamExt;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
 use crate::errors::to_py;
-use crate::runtime::RUNTIME;
+use crate::runtime::{RUNTIME, SIGNAL_CHECK};
 
 /// The rows a statement returns: one stream, read once.
 #[pyclass(module = "datafusion_lance", frozen)]
@@ -49,10 +50,40 @@ impl Iterator for Rows {
         if let Some(batch) = self.first.take() {
             return Some(Ok(batch));
         }
-        RUNTIME
-            .block_on(self.stream.next())
-            .map(|r| r.map_err(|e| ArrowError::ExternalError(Box::new(e))))
+        match wait_for_next(&mut self.stream) {
+            Ok(next) => next.map(|r| r.map_err(|e| ArrowError::ExternalError(Box::new(e)))),
+            Err(interrupt) => {
+                // Dropping the stream cancels the statement; the reader
+                // gets an error naming why, and nothing more.
+                let schema = self.stream.schema();
+                self.stream = Box::pin(EmptyRecordBatchStream::new(schema));
+                Some(Err(ArrowError::ExternalError(
+                    format!("interrupted ({interrupt}): the statement was cancelled").into(),
+                )))
+            }
+        }
     }
+}
+
+/// The stream's next batch, waited for with the GIL released (whoever
+/// reads holds it or not); a signal raised meanwhile (Ctrl-C) ends the wait
+/// with its error.
+fn wait_for_next(
+    stream: &mut SendableRecordBatchStream,
+) -> PyResult<Option<datafusion::error::Result<RecordBatch>>> {
+    Python::attach(|py| {
+        py.detach(|| {
+            RUNTIME.block_on(async {
+                let mut ticks = tokio::time::interval(SIGNAL_CHECK);
+                loop {
+                    tokio::select! {
+                        next = stream.next() => return Ok(next),
+                        _ = ticks.tick() => Python::attach(|py| py.check_signals())?,
+                    }
+                }
+            })
+        })
+    })
 }
 
 /// [`Rows`] with their schema: what the C stream exports.

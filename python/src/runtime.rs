@@ -19,7 +19,7 @@ pub(crate) static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| {
 });
 
 /// How often a wait looks for a pending signal.
-const SIGNAL_CHECK: Duration = Duration::from_millis(50);
+pub(crate) const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 
 /// Runs `work` to its end on [`RUNTIME`] with the GIL released. A signal
 /// raised meanwhile (Ctrl-C: `KeyboardInterrupt`) drops `work`, which

@@ -54,3 +54,58 @@ def test_ctrl_c_cancels_a_running_statement():
     # The statement counts 1e11 rows (hours): it ended because it was cancelled.
     assert out.startswith("cancelled after"), out
     assert child.returncode == 0
+
+
+STREAMING = textwrap.dedent(
+    """
+    import signal, sys, time
+    import datafusion, datafusion_lance, pyarrow as pa
+
+    ctx = datafusion.SessionContext()
+    datafusion_lance.register(ctx)
+    # The first row comes at once; the next one after counting 1e11 rows.
+    result = datafusion_lance.sql(
+        ctx, "SELECT 1 AS n UNION ALL SELECT count(*) FROM generate_series(1, 100000000000)"
+    )
+    reader = pa.RecordBatchReader.from_stream(result)
+    running = False
+
+    def interrupt(signum, frame):
+        if running:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    print("ready", flush=True)
+    try:
+        running = True
+        while True:
+            reader.read_next_batch()
+    except StopIteration:
+        print("finished", flush=True)
+    except Exception as e:
+        running = False
+        print(f"stopped: {e}", flush=True)
+    # The process's engine serves on.
+    print(pa.table(datafusion_lance.sql(ctx, "SELECT 41 + 1 AS n")).to_pylist(), flush=True)
+    """
+)
+
+
+def test_ctrl_c_while_rows_stream_cancels_the_statement():
+    child = subprocess.Popen(
+        [sys.executable, "-c", STREAMING], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        for _ in range(100):
+            if child.poll() is not None:
+                break
+            child.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+        out, _ = child.communicate(timeout=30)
+    finally:
+        child.kill()
+    first, after = out.splitlines()[:2]
+    assert first.startswith("stopped: ") and "interrupted" in first, out
+    assert "the statement was cancelled" in first, out
+    assert after == "[{'n': 42}]", out
