@@ -76,7 +76,7 @@ def test_every_statement_kind_runs_through_the_front_door(serve, data_dir, proto
         client.rows("CREATE INDEX id_idx ON t USING BTREE (id)")
         indexed = lance.dataset(str(data_dir / "numbers.lance"))
         assert indexed.version == 3
-        assert [i["name"] for i in indexed.list_indices()] == ["id_idx"]
+        assert [i.name for i in indexed.describe_indices()] == ["id_idx"]
 
         client.rows("CREATE EXTERNAL TABLE v STORED AS LANCE LOCATION 'v.lance'")
         assert client.rows(
