@@ -57,8 +57,13 @@ impl Iterator for Rows {
                 // gets an error naming why, and nothing more.
                 let schema = self.stream.schema();
                 self.stream = Box::pin(EmptyRecordBatchStream::new(schema));
+                let why = Python::attach(|py| {
+                    let kind = interrupt.get_type(py);
+                    kind.name().map(|name| name.to_string())
+                })
+                .unwrap_or_else(|_| "a signal".to_string());
                 Some(Err(ArrowError::ExternalError(
-                    format!("interrupted ({interrupt}): the statement was cancelled").into(),
+                    format!("interrupted ({why}): the statement was cancelled").into(),
                 )))
             }
         }
