@@ -85,6 +85,14 @@ def test_32_clients_mixing_reads_and_writes_lose_nothing(serve, data_dir):
                 if grp.startswith("w") and n != BATCH or grp.startswith("m") and n != 2:
                     with lock:
                         torn.append(f"{grp}={n}")
+            # And the statement read one version: its row count is the
+            # table's at the version holding exactly the writes it saw (a
+            # merge adds one row and relabels one).
+            writes = sum(1 for g in counts if g.startswith("w"))
+            merges = sum(1 for g in counts if g.startswith("m"))
+            if sum(counts.values()) != 10_000 + BATCH * writes + merges:
+                with lock:
+                    torn.append(f"{sum(counts.values())} rows with {writes} writes, {merges} merges")
         conn.close()
 
     def leaver(_: int) -> None:

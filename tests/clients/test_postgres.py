@@ -49,6 +49,41 @@ def test_psycopg_answers_equal_lance_sql_c(server, lance_sql, data_dir, binary):
             assert got == cli(lance_sql, data_dir, sql), sql
 
 
+def as_text(value) -> str:
+    """A value as psql prints it unaligned: NULL empty, numbers by value."""
+    return "" if value is None else str(value)
+
+
+def same_text(printed: str, value) -> bool:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return abs(float(printed) - float(value)) <= 1e-9 * max(1.0, abs(float(value)))
+    return printed == as_text(value)
+
+
+def test_psql_answers_the_corpus_equal_to_lance_sql_c(server, lance_sql, data_dir):
+    # Each statement of the corpus in one psql script: quiet, unaligned,
+    # tuples only — a row per line, a blank line after each result.
+    script = f"{REGISTER};\n" + "".join(f"{sql};\n\\echo\n" for sql in CORPUS)
+    env = {**os.environ, "PGCONNECT_TIMEOUT": "10"}
+    done = subprocess.run(
+        ["psql", "-X", "-q", "-A", "-t", "-F", "|", "-h", "127.0.0.1", "-p", str(server.pg_port),
+         "-U", "me", "-d", "datafusion", "-v", "ON_ERROR_STOP=1"],
+        input=script, capture_output=True, text=True, timeout=60, env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    results = [r for r in done.stdout.split("\n\n") if r.strip()]
+    assert len(results) == len(CORPUS), done.stdout
+    for sql, printed in zip(CORPUS, results):
+        expected = cli(lance_sql, data_dir, sql)
+        lines = [line for line in printed.splitlines() if line]
+        assert len(lines) == len(expected), (sql, lines, expected)
+        for line, row in zip(lines, expected):
+            fields = line.split("|")
+            assert len(fields) == len(row) and all(
+                same_text(f, v) for f, v in zip(fields, row.values())
+            ), (sql, line, row)
+
+
 def test_psql_runs_scripts_and_lists_and_describes_tables(server):
     done = psql(
         server,
