@@ -91,3 +91,21 @@ def test_every_statement_kind_runs_through_the_front_door(serve, data_dir, proto
         assert compacted.count_rows() == 2_500
     finally:
         client.close()
+
+
+def test_startup_files_run_in_every_session(serve, data_dir):
+    init = data_dir / "init.sql"
+    init.write_text(
+        "CREATE EXTERNAL TABLE t STORED AS LANCE LOCATION 'numbers.lance';\n"
+        "SET lance.max_rows_per_file = 1000;\n"
+    )
+    server = serve("-r", str(init))
+    # Each connection is a session of its own, made with the file run in it.
+    for protocol in (Flight, Postgres, Flight):
+        client = protocol(server)
+        try:
+            assert client.rows("SELECT count(*) FROM t") == [(10_000,)]
+            assert client.rows("SELECT value FROM information_schema.df_settings "
+                               "WHERE name = 'lance.max_rows_per_file'") == [("1000",)]
+        finally:
+            client.close()
