@@ -270,3 +270,18 @@ def test_every_table_shares_the_process_lance_session(table_uri):
     assert after["opens"] - before["opens"] >= 2
     assert after["loads"] - before["loads"] == 1
     assert after["reused"] - before["reused"] >= 1
+
+
+def test_alter_table_and_drop_index_through_the_front_door(ctx, table_uri):
+    ctx.register_table("t", datafusion_lance.LanceTable(table_uri))
+    v1 = lance.dataset(table_uri).version
+    datafusion_lance.sql(ctx, "ALTER TABLE t ADD COLUMN half DOUBLE AS (x * 0.5)")
+    datafusion_lance.sql(ctx, "CREATE INDEX id_idx ON t USING BTREE (id)")
+    datafusion_lance.sql(ctx, "DROP INDEX id_idx ON t")
+    dataset = lance.dataset(table_uri)
+    assert dataset.version == v1 + 3
+    assert dataset.schema.names == ["id", "x", "grp", "half"]
+    assert dataset.to_table(filter="id = 8", columns=["half"]).column("half").to_pylist() == [6.0]
+    assert dataset.describe_indices() == []
+    # The registered table answers with the new column.
+    assert lance_rows(datafusion_lance.sql(ctx, "SELECT half FROM t WHERE id = 8")) == [(6.0,)]
