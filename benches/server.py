@@ -40,6 +40,8 @@ import lance
 import psycopg
 import pyarrow as pa
 
+from lineitem_queries import Q1, Q6
+
 # Smaller values (BENCH_SERVER_RUNS=1 BENCH_SERVER_LOOKUPS=10) make a quick
 # check of the script itself, not figures.
 # ADBC's DB-API warns that autocommit cannot be turned off: each statement
@@ -47,21 +49,6 @@ import pyarrow as pa
 warnings.filterwarnings("ignore", message="Cannot disable autocommit")
 RUNS = int(os.environ.get("BENCH_SERVER_RUNS", "5"))
 COOKIES = {"adbc.flight.sql.rpc.with_cookie_middleware": "true"}
-Q6 = (
-    "SELECT sum(l_extendedprice * l_discount) AS revenue FROM lineitem "
-    "WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' "
-    "AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24"
-)
-Q1 = (
-    "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, "
-    "sum(l_extendedprice) AS sum_base_price, "
-    "sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, "
-    "sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge, "
-    "avg(l_quantity) AS avg_qty, avg(l_extendedprice) AS avg_price, "
-    "avg(l_discount) AS avg_disc, count(*) AS count_order "
-    "FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' "
-    "GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus"
-)
 WIDE = "SELECT l_quantity, l_extendedprice, l_discount, l_tax FROM lineitem"
 LOOKUP = "SELECT id, v FROM points WHERE id = $1"
 POINTS = 1_000_000

@@ -15,6 +15,7 @@ Ratio convention: time ÷ baseline time.
 from __future__ import annotations
 
 import datetime
+import pathlib
 import statistics
 import sys
 import time
@@ -26,22 +27,11 @@ import pyarrow.compute as pc
 
 import datafusion_lance
 
+# The queries benches/server.py runs too.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benches"))
+from lineitem_queries import Q1, Q6  # noqa: E402
+
 RUNS = 5
-Q6 = (
-    "SELECT sum(l_extendedprice * l_discount) AS revenue FROM lineitem "
-    "WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' "
-    "AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24"
-)
-Q1 = (
-    "SELECT l_returnflag, l_linestatus, sum(l_quantity) AS sum_qty, "
-    "sum(l_extendedprice) AS sum_base_price, "
-    "sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price, "
-    "sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge, "
-    "avg(l_quantity) AS avg_qty, avg(l_extendedprice) AS avg_price, "
-    "avg(l_discount) AS avg_disc, count(*) AS count_order "
-    "FROM lineitem WHERE l_shipdate <= DATE '1998-09-02' "
-    "GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus"
-)
 
 
 def ours_ffi(uri: str, query: str) -> pa.Table:

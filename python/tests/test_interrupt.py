@@ -36,9 +36,11 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_ctrl_c_cancels_a_running_statement():
+def interrupted(source: str) -> tuple[str, int]:
+    """Runs `source` in a child Python, sends it SIGINT once it prints
+    "ready" until it ends; its output after that line and its exit code."""
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", source], stdout=subprocess.PIPE, text=True
     )
     try:
         assert child.stdout.readline().strip() == "ready"
@@ -51,9 +53,14 @@ def test_ctrl_c_cancels_a_running_statement():
         out, _ = child.communicate(timeout=30)
     finally:
         child.kill()
+    return out, child.returncode
+
+
+def test_ctrl_c_cancels_a_running_statement():
+    out, code = interrupted(CHILD)
     # The statement counts 1e11 rows (hours): it ended because it was cancelled.
     assert out.startswith("cancelled after"), out
-    assert child.returncode == 0
+    assert code == 0
 
 
 STREAMING = textwrap.dedent(
@@ -92,19 +99,7 @@ STREAMING = textwrap.dedent(
 
 
 def test_ctrl_c_while_rows_stream_cancels_the_statement():
-    child = subprocess.Popen(
-        [sys.executable, "-c", STREAMING], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout.readline().strip() == "ready"
-        for _ in range(100):
-            if child.poll() is not None:
-                break
-            child.send_signal(signal.SIGINT)
-            time.sleep(0.2)
-        out, _ = child.communicate(timeout=30)
-    finally:
-        child.kill()
+    out, _ = interrupted(STREAMING)
     first, after = out.splitlines()[:2]
     assert first.startswith("stopped: "), out
     assert "interrupted (KeyboardInterrupt): the statement was cancelled" in first, out
