@@ -5,14 +5,17 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use datafusion::catalog::CatalogProvider;
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
+use datafusion::error::Result as DfResult;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_ffi::catalog_provider::FFI_CatalogProvider;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
 use crate::errors::to_py;
-use crate::runtime::{RUNTIME, wait};
+use crate::insert::ExportedTable;
+use crate::runtime::{RUNTIME, in_runtime, wait};
 use crate::table::logical_codec;
 
 /// A Lance namespace as a catalog: its root namespace is schema `public`,
@@ -78,7 +81,7 @@ impl LanceCatalog {
             }
         };
         let exported = FFI_CatalogProvider::new_with_ffi_codec(
-            provider,
+            Arc::new(ExportedCatalog(provider)),
             Some(RUNTIME.handle().clone()),
             logical_codec(session)?,
         );
@@ -103,4 +106,77 @@ pub(crate) async fn register(
         datafusion_lance::register_lance_catalog(ctx, name, &catalog.root, catalog.options.clone())
             .await?;
     Ok(built)
+}
+
+/// A catalog as exported to Python: its tables are [`ExportedTable`]s, so
+/// that `INSERT INTO catalog.schema.t` through DataFusion's own SQL pumps
+/// its foreign input as a registered table's does.
+#[derive(Debug)]
+struct ExportedCatalog(Arc<dyn CatalogProvider>);
+
+impl CatalogProvider for ExportedCatalog {
+    fn schema_names(&self) -> Vec<String> {
+        self.0.schema_names()
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        let schema = self.0.schema(name)?;
+        Some(Arc::new(ExportedSchema(schema)))
+    }
+
+    fn register_schema(
+        &self,
+        name: &str,
+        schema: Arc<dyn SchemaProvider>,
+    ) -> DfResult<Option<Arc<dyn SchemaProvider>>> {
+        self.0.register_schema(name, schema)
+    }
+
+    fn deregister_schema(
+        &self,
+        name: &str,
+        cascade: bool,
+    ) -> DfResult<Option<Arc<dyn SchemaProvider>>> {
+        self.0.deregister_schema(name, cascade)
+    }
+}
+
+/// A schema of an [`ExportedCatalog`].
+#[derive(Debug)]
+struct ExportedSchema(Arc<dyn SchemaProvider>);
+
+#[async_trait]
+impl SchemaProvider for ExportedSchema {
+    fn owner_name(&self) -> Option<&str> {
+        self.0.owner_name()
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        self.0.table_names()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        let table = in_runtime(self.0.table(name)).await?;
+        Ok(table.map(|inner| Arc::new(ExportedTable { inner }) as Arc<dyn TableProvider>))
+    }
+
+    async fn table_type(&self, name: &str) -> DfResult<Option<datafusion::datasource::TableType>> {
+        in_runtime(self.0.table_type(name)).await
+    }
+
+    fn register_table(
+        &self,
+        name: String,
+        table: Arc<dyn TableProvider>,
+    ) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        self.0.register_table(name, table)
+    }
+
+    fn deregister_table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        self.0.deregister_table(name)
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.0.table_exist(name)
+    }
 }

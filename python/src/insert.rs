@@ -31,6 +31,7 @@ use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 
 use crate::describe::described;
+use crate::runtime::in_runtime;
 
 /// Batches a foreign partition may have in flight to its writer.
 const IN_FLIGHT: usize = 2;
@@ -75,7 +76,7 @@ impl TableProvider for ExportedTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        described(self.inner.scan(state, projection, filters, limit).await?)
+        described(in_runtime(self.inner.scan(state, projection, filters, limit)).await?)
     }
 
     async fn insert_into(
@@ -90,7 +91,8 @@ impl TableProvider for ExportedTable {
             schema: input.schema(),
             slots: Arc::clone(&slots),
         });
-        let plan = described(self.inner.insert_into(state, bridged, insert_op).await?)?;
+        let plan = in_runtime(self.inner.insert_into(state, bridged, insert_op)).await?;
+        let plan = described(plan)?;
         Ok(Arc::new(PumpExec {
             properties: Arc::clone(plan.properties()),
             plan,

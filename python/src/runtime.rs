@@ -42,3 +42,15 @@ where
         })
     })
 }
+
+/// `future`, each poll of it inside [`RUNTIME`]'s context (its timers, I/O
+/// and `tokio::spawn`), whichever thread polls it: DataFusion's FFI polls a
+/// provider's `scan`, `insert_into` and a schema's `table` on the caller's
+/// runtime, which is another library's (its Tokio is not this one's).
+pub(crate) fn in_runtime<F: Future>(future: F) -> impl Future<Output = F::Output> {
+    let mut future = Box::pin(future);
+    std::future::poll_fn(move |cx| {
+        let _entered = RUNTIME.enter();
+        future.as_mut().poll(cx)
+    })
+}

@@ -5,10 +5,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::catalog::TableProvider;
+use datafusion::catalog::TableProviderFactory;
+use datafusion::common::{DFSchema, TableReference};
+use datafusion::logical_expr::CreateExternalTable;
+use datafusion::prelude::SessionConfig;
 use datafusion_ffi::proto::logical_extension_codec::FFI_LogicalExtensionCodec;
 use datafusion_ffi::table_provider::FFI_TableProvider;
-use datafusion_lance::{LanceTableOptions, LanceTableProvider};
-use pyo3::exceptions::PyTypeError;
+use datafusion_lance::{LanceTableOptions, LanceTableProvider, LanceTableProviderFactory};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
@@ -20,14 +24,17 @@ use crate::runtime::{RUNTIME, wait};
 /// pushdown, `INSERT INTO` through DataFusion's own SQL.
 #[pyclass(module = "datafusion_lance", name = "LanceTable", frozen)]
 pub(crate) struct LanceTable {
-    pub(crate) provider: Arc<LanceTableProvider>,
+    pub(crate) provider: Arc<dyn TableProvider>,
+    /// The table's location, credentials removed.
+    uri: String,
 }
 
 #[pymethods]
 impl LanceTable {
     /// Opens the table at `uri`: its latest version, or `version` (a
     /// version number or a tag); `options` as `CREATE EXTERNAL TABLE ...
-    /// OPTIONS` takes them (`lance.storage.<key>`, `lance.batch_size`, …).
+    /// OPTIONS` takes them (`lance.storage.<key>`, `lance.batch_size`, …;
+    /// for a LanceDB table, `db://DATABASE/TABLE`, `api_key`, `region`, …).
     #[new]
     #[pyo3(signature = (uri, version=None, options=None))]
     fn new(
@@ -37,21 +44,31 @@ impl LanceTable {
         options: Option<HashMap<String, String>>,
     ) -> PyResult<Self> {
         let options = options.unwrap_or_default();
-        let parsed = LanceTableOptions::from_options(&options).map_err(to_py)?;
-        let mut builder = LanceTableProvider::builder(uri).with_table_options(parsed);
-        if let Some(version) = version {
-            if let Ok(number) = version.extract::<u64>() {
-                builder = builder.with_version(number);
-            } else if let Ok(tag) = version.extract::<String>() {
-                builder = builder.with_tag(tag);
+        let version = match version {
+            None => None,
+            Some(v) => Some(if let Ok(number) = v.extract::<u64>() {
+                Version::Number(number)
+            } else if let Ok(tag) = v.extract::<String>() {
+                Version::Tag(tag)
             } else {
                 return Err(PyTypeError::new_err(
                     "LanceTable: version is a version number (int) or a tag (str)",
                 ));
-            }
+            }),
+        };
+        if uri.starts_with("db://") {
+            return open_cloud(py, uri, version, options);
         }
+        let parsed = LanceTableOptions::from_options(&options).map_err(to_py)?;
+        let mut builder = LanceTableProvider::builder(uri).with_table_options(parsed);
+        builder = match version {
+            Some(Version::Number(number)) => builder.with_version(number),
+            Some(Version::Tag(tag)) => builder.with_tag(tag),
+            None => builder,
+        };
         let provider = wait(py, builder.build())?.map_err(to_py)?;
         Ok(Self {
+            uri: provider.location().display_uri.clone(),
             provider: Arc::new(provider),
         })
     }
@@ -59,7 +76,7 @@ impl LanceTable {
     /// The table's location (credentials removed).
     #[getter]
     fn uri(&self) -> String {
-        self.provider.location().display_uri.clone()
+        self.uri.clone()
     }
 
     /// The table's columns, as a `pyarrow.Schema`.
@@ -75,7 +92,7 @@ impl LanceTable {
         session: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyCapsule>> {
         let provider: Arc<dyn TableProvider> = Arc::new(ExportedTable {
-            inner: Arc::clone(&self.provider) as _,
+            inner: Arc::clone(&self.provider),
         });
         let exported = FFI_TableProvider::new_with_ffi_codec(
             provider,
@@ -89,6 +106,54 @@ impl LanceTable {
     fn __repr__(&self) -> String {
         format!("LanceTable('{}')", self.uri())
     }
+}
+
+/// A version asked for by number or by tag.
+enum Version {
+    Number(u64),
+    Tag(String),
+}
+
+/// A LanceDB table (`db://DATABASE/TABLE`), opened as `CREATE EXTERNAL
+/// TABLE … LOCATION 'db://…' OPTIONS (…)` opens it, the version as its
+/// `lance.version` option.
+fn open_cloud(
+    py: Python<'_>,
+    uri: String,
+    version: Option<Version>,
+    mut options: HashMap<String, String>,
+) -> PyResult<LanceTable> {
+    match version {
+        Some(Version::Number(number)) => options.insert("lance.version".into(), number.to_string()),
+        Some(Version::Tag(tag)) => {
+            return Err(PyValueError::new_err(format!(
+                "LanceTable('{}'): a LanceDB table opens at a version number, not a tag \
+                 ('{tag}'); in SQL, VERSION AS OF '{tag}' reads a tag's version",
+                datafusion_lance::storage::redact_uri(&uri)
+            )));
+        }
+        None => None,
+    };
+    let display = datafusion_lance::storage::redact_uri(&uri);
+    let cmd = CreateExternalTable::builder(
+        TableReference::bare(display.clone()),
+        uri,
+        "LANCE",
+        Arc::new(DFSchema::empty()),
+    )
+    .with_options(options)
+    .build();
+    let state = datafusion_lance::lance_session_context(SessionConfig::new()).state();
+    let provider = wait(py, async move {
+        LanceTableProviderFactory::default()
+            .create(&state, &cmd)
+            .await
+    })?
+    .map_err(to_py)?;
+    Ok(LanceTable {
+        provider,
+        uri: display,
+    })
 }
 
 /// The logical codec of the Python session `session` (an object with
