@@ -67,7 +67,7 @@ bench: protoc ## Release benchmarks; prints the tables quoted in README.md
 bench-python: protoc ## Q6/Q1-like from Python: this package (release) vs pylance's FFI provider and pyarrow (after make bench made the data)
 	@.ci/ensure-python-venv.sh $(VENV)
 	cd python && VIRTUAL_ENV=$(VENV_ABS) PATH=$(VENV_ABS)/bin:$$PATH maturin develop --release --quiet
-	$(VENV_ABS)/bin/python python/bench/queries.py target/bench-data/lineitem-v2.1-10000000.lance
+	$(VENV_ABS)/bin/python python/bench/queries.py target/bench-data/lineitem-v2.1-10000000.lance target/bench-data/lineitem-10000000.parquet
 
 bench-server: protoc ## lance-sql serve (release) through ADBC and psycopg vs lance-sql -c: Q6/Q1, rows/s, point-lookup QPS (after make bench made the data)
 	@.ci/ensure-python-venv.sh $(VENV)

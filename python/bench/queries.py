@@ -6,6 +6,9 @@ Sides, each in a fresh ``datafusion.SessionContext`` per run, interleaved,
 * ``datafusion_lance.LanceTable`` through DataFusion's own ``ctx.sql`` (FFI);
 * pylance's own FFI provider (``lance.FFILanceTableProvider``), same session;
 * ``lance.dataset(...).to_table(columns, filter)`` + pyarrow compute;
+* the same rows in Parquet, read by DataFusion's Python bindings alone (no
+  FFI) and by this crate's engine (``datafusion_lance.sql``): where the FFI
+  overhead goes — the Python side's own DataFusion vs the crossing;
 * the same SQL through ``datafusion_lance.sql`` (this crate's engine, in Rust,
   in the same process): the FFI overhead is ours ÷ this.
 
@@ -44,6 +47,19 @@ def pylance_ffi(uri: str, query: str) -> pa.Table:
     ctx = datafusion.SessionContext()
     ctx.register_table("lineitem", lance.FFILanceTableProvider(lance.dataset(uri)))
     return ctx.sql(query).to_arrow_table()
+
+
+def python_parquet(parquet: str, query: str) -> pa.Table:
+    ctx = datafusion.SessionContext()
+    ctx.register_parquet("lineitem", parquet)
+    return ctx.sql(query).to_arrow_table()
+
+
+def rust_parquet(parquet: str, query: str) -> pa.Table:
+    ctx = datafusion.SessionContext()
+    datafusion_lance.register(ctx)
+    datafusion_lance.sql(ctx, f"CREATE EXTERNAL TABLE lineitem STORED AS PARQUET LOCATION '{parquet}'")
+    return pa.table(datafusion_lance.sql(ctx, query))
 
 
 def ours_rust(uri: str, query: str) -> pa.Table:
@@ -98,25 +114,28 @@ def answer(table: pa.Table) -> list[float]:
     return [float(v) for v in table.column(2).to_pylist() + table.column(table.num_columns - 1).to_pylist()]
 
 
+# (name, what it reads, run): the last is the baseline.
 SIDES = [
-    ("datafusion_lance.LanceTable, ctx.sql (FFI)", ours_ffi),
-    ("lance.FFILanceTableProvider, ctx.sql (FFI)", pylance_ffi),
-    ("lance to_table + pyarrow compute", pylance_pyarrow),
-    ("datafusion_lance.sql (Rust engine, same process)", ours_rust),
+    ("datafusion_lance.LanceTable, ctx.sql (FFI)", "lance", ours_ffi),
+    ("lance.FFILanceTableProvider, ctx.sql (FFI)", "lance", pylance_ffi),
+    ("lance to_table + pyarrow compute", "lance", pylance_pyarrow),
+    ("Parquet, datafusion's ctx.sql (Python bindings, no FFI)", "parquet", python_parquet),
+    ("Parquet, datafusion_lance.sql (Rust engine)", "parquet", rust_parquet),
+    ("datafusion_lance.sql (Rust engine, same process)", "lance", ours_rust),
 ]
 
 
-def main(uri: str) -> None:
+def main(uri: str, parquet: str) -> None:
     print(f"\nFrom Python: {uri} ({lance.dataset(uri).count_rows()} rows), "
           f"{RUNS} interleaved runs per side, median (min–max) s; "
           f"ratio = time ÷ the Rust engine's time; {datetime.date.today()}\n")
     for name, query in [("Q6", Q6), ("Q1", Q1)]:
-        times: dict[str, list[float]] = {side: [] for side, _ in SIDES}
+        times: dict[str, list[float]] = {side: [] for side, _, _ in SIDES}
         answers: dict[str, list] = {}
         for _ in range(RUNS):
-            for side, run in SIDES:
+            for side, reads, run in SIDES:
                 start = time.perf_counter()
-                table = run(uri, query)
+                table = run(uri if reads == "lance" else parquet, query)
                 times[side].append(time.perf_counter() - start)
                 answers[side] = answer(table)
         # Every side answers the same (sums to 1e-9, relative).
@@ -128,7 +147,7 @@ def main(uri: str) -> None:
         base = statistics.median(times[SIDES[-1][0]])
         print(f"| {name} | median s | min–max | ÷ Rust engine |")
         print("|---|---|---|---|")
-        for side, _ in SIDES:
+        for side, _, _ in SIDES:
             t = times[side]
             print(f"| {side} | {statistics.median(t):.3f} | {min(t):.3f}–{max(t):.3f} | "
                   f"{statistics.median(t) / base:.2f}× |")
@@ -136,4 +155,4 @@ def main(uri: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

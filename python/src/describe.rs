@@ -2,22 +2,46 @@
 //! node shows only its name, so each node of an exported plan is wrapped in
 //! [`Described`], whose name is the node's one-line `EXPLAIN` text
 //! (`LanceScanExec: uri=…, fragments=…, filter=…`).
+//!
+//! The top node of an exported scan also runs each partition on this
+//! library's runtime ([`exported_scan`]): the other library polls it from
+//! its own runtime's threads, and a scan polled there decodes and filters on
+//! those threads while Lance's I/O and decoding tasks run on this library's
+//! — twice the threads on the same cores. Its batches reach the caller
+//! through a channel of two batches per partition.
 
 use std::fmt;
 use std::sync::Arc;
 
 use datafusion::error::Result;
+use datafusion::physical_plan::stream::RecordBatchReceiverStream;
+use futures::StreamExt;
+
+use crate::runtime::RUNTIME;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, displayable,
 };
 
+/// Batches a spawned partition may have ready before the caller takes them.
+const SPAWNED_BUFFER: usize = 2;
+
 /// `plan` with every node named by its one-line display.
 pub(crate) fn described(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    describe(plan, false)
+}
+
+/// [`described`], each partition of the top node run on this library's
+/// runtime (see the module docs).
+pub(crate) fn exported_scan(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    describe(plan, true)
+}
+
+fn describe(plan: Arc<dyn ExecutionPlan>, spawn: bool) -> Result<Arc<dyn ExecutionPlan>> {
     let children = plan
         .children()
         .into_iter()
-        .map(|child| described(Arc::clone(child)))
+        .map(|child| describe(Arc::clone(child), false))
         .collect::<Result<Vec<_>>>()?;
     let plan = if children.is_empty() {
         plan
@@ -28,6 +52,7 @@ pub(crate) fn described(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn Executio
     Ok(Arc::new(Described {
         name: name.trim_end().to_string(),
         inner: plan,
+        spawn,
     }))
 }
 
@@ -36,6 +61,8 @@ pub(crate) fn described(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn Executio
 struct Described {
     name: String,
     inner: Arc<dyn ExecutionPlan>,
+    /// Each partition runs in a task of this library's runtime.
+    spawn: bool,
 }
 
 impl DisplayAs for Described {
@@ -65,6 +92,7 @@ impl ExecutionPlan for Described {
         Ok(Arc::new(Self {
             name: self.name.clone(),
             inner,
+            spawn: self.spawn,
         }))
     }
 
@@ -73,6 +101,23 @@ impl ExecutionPlan for Described {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        self.inner.execute(partition, context)
+        let mut stream = self.inner.execute(partition, context)?;
+        if !self.spawn {
+            return Ok(stream);
+        }
+        let mut builder = RecordBatchReceiverStream::builder(stream.schema(), SPAWNED_BUFFER);
+        let sender = builder.tx();
+        // On this library's runtime: the task is dropped (and the scan
+        // with it) when the caller drops the stream.
+        let _entered = RUNTIME.enter();
+        builder.spawn(async move {
+            while let Some(batch) = stream.next().await {
+                if sender.send(batch).await.is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        });
+        Ok(builder.build())
     }
 }

@@ -19,6 +19,7 @@ use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::{Statistics, internal_err};
 use datafusion::datasource::TableType;
 use datafusion::error::Result;
+use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
@@ -30,7 +31,7 @@ use datafusion::physical_plan::{
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 
-use crate::describe::described;
+use crate::describe::{described, exported_scan};
 use crate::runtime::in_runtime;
 
 /// Batches a foreign partition may have in flight to its writer.
@@ -76,7 +77,15 @@ impl TableProvider for ExportedTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        described(in_runtime(self.inner.scan(state, projection, filters, limit)).await?)
+        // A foreign session's physical expressions are the other library's:
+        // each evaluation of a pushed filter would send the batch across the
+        // FFI and back. The scan plans on a session of this library with the
+        // caller's settings instead.
+        let local = SessionStateBuilder::new()
+            .with_config(state.config().clone())
+            .with_runtime_env(Arc::clone(state.runtime_env()))
+            .build();
+        exported_scan(in_runtime(self.inner.scan(&local, projection, filters, limit)).await?)
     }
 
     async fn insert_into(

@@ -33,7 +33,7 @@ pub(crate) struct LanceTable {
 impl LanceTable {
     /// Opens the table at `uri`: its latest version, or `version` (a
     /// version number or a tag); `options` as `CREATE EXTERNAL TABLE ...
-    /// OPTIONS` takes them (`lance.storage.<key>`, `lance.batch_size`, …;
+    /// OPTIONS` takes them (`lance.storage.<key>`, `lance.max_rows_per_file`, …;
     /// for a LanceDB table, `db://DATABASE/TABLE`, `api_key`, `region`, …).
     #[new]
     #[pyo3(signature = (uri, version=None, options=None))]
