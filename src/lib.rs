@@ -259,6 +259,12 @@ impl LanceSessionContextExt for SessionContext {
     ) -> datafusion::error::Result<datafusion::dataframe::DataFrame> {
         let state = self.state();
         match planner::plan_statement(&state, sql).await? {
+            // A query of this crate's (a search, time travel) becomes a
+            // frame on the state it was planned with, as `execute_lance_plan`
+            // would make it on a copy of the same state, made again.
+            Planned::Ours(plan) if planner::is_query(&plan) => {
+                Ok(datafusion::dataframe::DataFrame::new(state, *plan))
+            }
             Planned::Ours(plan) => execute_lance_plan(self, *plan).await,
             Planned::DataFusions(plan) => match *plan {
                 // DDL and statements change the context: they run now

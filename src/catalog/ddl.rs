@@ -271,6 +271,19 @@ pub(crate) async fn run_catalog_plan(
     ctx: &SessionContext,
     plan: &LogicalPlan,
 ) -> DFResult<Option<DataFrame>> {
+    // Only these can change a catalog: other statements (every query) go
+    // on without a copy of the session state.
+    let candidate = matches!(
+        plan,
+        LogicalPlan::Ddl(
+            DdlStatement::DropTable(_)
+                | DdlStatement::CreateCatalogSchema(_)
+                | DdlStatement::DropCatalogSchema(_)
+        ) | LogicalPlan::Copy(_)
+    ) || (matches!(plan, LogicalPlan::Dml(_)) && cloud_ddl::creates(plan));
+    if !candidate {
+        return Ok(None);
+    }
     let state = ctx.state();
     let (lake, result) = match plan {
         LogicalPlan::Ddl(DdlStatement::DropTable(drop)) => {

@@ -37,7 +37,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use super::alter::{altered_table, plan_alter_table, run_alter};
 use super::index::plan_index_statement;
-use super::merge_into::{mark_stars, plan_merge_into};
+use super::merge_into::{mark_stars, names_merge, plan_merge_into};
 use super::prepared;
 use super::time_travel::{self, AS_OF_FUNCTION_NAME, PinnedRelations};
 use crate::catalog::{plan_catalog_ddl, refresh_catalogs_of};
@@ -393,8 +393,15 @@ fn parse(
     dialect: &dyn Dialect,
     limit: usize,
 ) -> Option<(DFStatement, bool)> {
-    let marked = mark_stars(tokens.clone());
-    let plain = marked == tokens;
+    // `MERGE … UPDATE SET *` / `INSERT *` are marked (see `mark_stars`);
+    // other statements' tokens stay as they are, uncopied.
+    let (marked, plain) = if names_merge(&tokens) {
+        let marked = mark_stars(tokens.clone());
+        let plain = marked == tokens;
+        (marked, plain)
+    } else {
+        (tokens, true)
+    };
     if let Some(statement) = parse_one(marked.clone(), dialect, limit) {
         return Some((statement, plain));
     }
@@ -424,6 +431,19 @@ fn parse_one(
     (statements.len() == 1)
         .then(|| statements.pop_front())
         .flatten()
+}
+
+/// Whether [`execute_lance_plan`] would only make `plan` a frame on a copy
+/// of the context's state: neither DDL, a statement (`SET`, `EXECUTE`), a
+/// `COPY`, DML, nor an `ALTER TABLE`.
+pub(crate) fn is_query(plan: &LogicalPlan) -> bool {
+    !matches!(
+        plan,
+        LogicalPlan::Ddl(_)
+            | LogicalPlan::Statement(_)
+            | LogicalPlan::Copy(_)
+            | LogicalPlan::Dml(_)
+    ) && altered_table(plan).is_none()
 }
 
 /// Executes `plan` (from [`plan_sql`] or [`plan_lance_sql`]) in `ctx`, as

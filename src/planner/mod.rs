@@ -19,7 +19,7 @@ pub(crate) mod version_clause;
 
 pub(crate) use array_fold::fold_number_arrays;
 pub(crate) use dml::LanceDmlRewrite;
-pub(crate) use front_door::{Planned, plan_statement};
+pub(crate) use front_door::{Planned, is_query, plan_statement};
 pub use front_door::{execute_lance_plan, plan_lance_sql, plan_sql};
 pub(crate) use merge::LanceMergePlanner;
 pub use snapshot::{LanceQueryPlanner, resolve_lance_tables};

@@ -94,6 +94,15 @@ impl RelationPlanner for LanceFunctionPlanner {
 /// credentials removed from every string in it (locations may hold them;
 /// plans and `EXPLAIN` never show them).
 fn scan_name(relation: &TableFactor) -> TableReference {
+    // Most calls have no alias and no string that could be a URL (no
+    // `:`): their text as written, with no copy of the call (a query
+    // vector may be long).
+    if matches!(relation, TableFactor::Table { alias: None, .. }) {
+        let text = relation.to_string();
+        if !text.contains(':') {
+            return TableReference::bare(text);
+        }
+    }
     let mut call = relation.clone();
     if let TableFactor::Table { alias, .. } = &mut call {
         *alias = None;

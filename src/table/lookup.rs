@@ -119,13 +119,23 @@ fn resolved(state: &dyn Session, reference: &TableReference) -> ResolvedTableRef
 }
 
 /// Looks up the Lance tables `names` name (`None` for a name that is no
-/// Lance table), for [`registered_now`] while the statement is planned.
+/// Lance table), for [`registered_now`] while the statement is planned —
+/// those it could not find at once itself: tables of catalogs that look
+/// their tables up. (Nothing prefetched: the statement is planned on the
+/// session state as it is, not on a copy.)
 pub(crate) async fn prefetch(state: &SessionState, names: &[String]) -> DFResult<Prefetched> {
     let mut found = Prefetched::default();
+    let io = state.config().get_extension::<IoCatalogs>();
     for name in names {
         let reference = TableReference::from(name.as_str());
-        let table = registered_target(state, &reference).await?;
-        found.0.push((resolved(state, &reference), table));
+        let full = resolved(state, &reference);
+        let table = match registered_target(state, &reference).now_or_never() {
+            // Found at once: `registered_now` finds it so too.
+            Some(_) if !io.as_ref().is_some_and(|io| io.holds(&full.catalog)) => continue,
+            Some(found) => found?,
+            None => registered_target(state, &reference).await?,
+        };
+        found.0.push((full, table));
     }
     Ok(found)
 }

@@ -50,7 +50,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
 use self::clauses::{Clauses, ExprPlanner};
-pub(crate) use self::stars::mark_stars;
+pub(crate) use self::stars::{mark_stars, names_merge};
 use crate::error::fail;
 use crate::table::cloud_merge::CloudMerge;
 use crate::table::lookup::{Target, registered_target};

@@ -39,16 +39,24 @@ fn is_marker(ident: &Ident) -> bool {
     ident.value == ALL && ident.span.start.line == 0
 }
 
+/// Whether `tokens` hold the keyword `MERGE` (unquoted): the only
+/// statements [`mark_stars`] changes.
+pub(crate) fn names_merge(tokens: &[TokenWithSpan]) -> bool {
+    tokens.iter().any(|t| {
+        matches!(&t.token, Token::Word(w) if w.quote_style.is_none() && w.keyword == Keyword::MERGE)
+    })
+}
+
 /// `tokens` with `UPDATE SET *` and `INSERT *` of a `MERGE` statement
 /// replaced by their markers (unchanged when there is no `MERGE`).
 pub(crate) fn mark_stars(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    if !names_merge(&tokens) {
+        return tokens;
+    }
     let keyword = |t: &TokenWithSpan| match &t.token {
         Token::Word(w) if w.quote_style.is_none() => Some(w.keyword),
         _ => None,
     };
-    if !tokens.iter().any(|t| keyword(t) == Some(Keyword::MERGE)) {
-        return tokens;
-    }
     let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
     // The last two significant tokens kept.
     let mut recent: [Option<Keyword>; 2] = [None, None];
