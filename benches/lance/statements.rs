@@ -3,7 +3,8 @@
 //!
 //! * the plain statement, the same search prepared (`EXECUTE` with `k`, and
 //!   with the query vector, as parameters), DataFusion's floor (`SELECT 1`
-//!   through the same front door) and Lance's `Scanner::nearest`, each
+//!   through the same front door, and through DataFusion's own
+//!   `SessionContext::sql`) and Lance's `Scanner::nearest`, each
 //!   interleaved;
 //! * 8 concurrent clients on one context vs 8 concurrent
 //!   `Scanner::nearest` calls: queries per second.
@@ -76,6 +77,17 @@ pub(crate) async fn statements_table(args: &Args) {
                 async move { nearest(&ds, &q).await }
             })
         },
+        {
+            // DataFusion's own floor, without the front door.
+            let ctx = ctx.clone();
+            side(move || {
+                let ctx = ctx.clone();
+                async move {
+                    let batches = ctx.sql("SELECT 1").await.expect("plan");
+                    assert_eq!(batches.collect().await.expect("run").len(), 1);
+                }
+            })
+        },
     ];
     let s = interleaved(args.iters, &mut sides).await;
     println!(
@@ -96,6 +108,7 @@ pub(crate) async fn statements_table(args: &Args) {
         "`EXECUTE by_vector([64 floats])` (the vector a parameter)",
         "`SELECT 1`",
         "Lance `Scanner::nearest`, nprobes 8",
+        "`SELECT 1` through DataFusion's `SessionContext::sql` (no front door)",
     ];
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     for (i, (label, stats)) in labels.iter().zip(&s).enumerate() {
