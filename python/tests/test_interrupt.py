@@ -8,22 +8,28 @@ import sys
 import textwrap
 import time
 
-CHILD = textwrap.dedent(
+# What both children start with: a context, and a SIGINT handler that
+# raises KeyboardInterrupt only once the statement runs (signals before it
+# are ignored: only one that reaches the running statement counts).
+PREAMBLE = textwrap.dedent(
     """
     import signal, sys, time
-    import datafusion, datafusion_lance
+    import datafusion, datafusion_lance, pyarrow as pa
 
     ctx = datafusion.SessionContext()
     datafusion_lance.register(ctx)
     running = False
 
     def interrupt(signum, frame):
-        # Signals before the statement runs are ignored: only one that
-        # reaches the running statement counts.
         if running:
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, interrupt)
+    """
+)
+
+CHILD = PREAMBLE + textwrap.dedent(
+    """
     print("ready", flush=True)
     started = time.monotonic()
     try:
@@ -63,25 +69,13 @@ def test_ctrl_c_cancels_a_running_statement():
     assert code == 0
 
 
-STREAMING = textwrap.dedent(
+STREAMING = PREAMBLE + textwrap.dedent(
     """
-    import signal, sys, time
-    import datafusion, datafusion_lance, pyarrow as pa
-
-    ctx = datafusion.SessionContext()
-    datafusion_lance.register(ctx)
     # The first row comes at once; the next one after counting 1e11 rows.
     result = datafusion_lance.sql(
         ctx, "SELECT 1 AS n UNION ALL SELECT count(*) FROM generate_series(1, 100000000000)"
     )
     reader = pa.RecordBatchReader.from_stream(result)
-    running = False
-
-    def interrupt(signum, frame):
-        if running:
-            raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, interrupt)
     print("ready", flush=True)
     try:
         running = True
