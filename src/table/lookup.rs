@@ -129,12 +129,16 @@ pub(crate) async fn prefetch(state: &SessionState, names: &[String]) -> DFResult
     for name in names {
         let reference = TableReference::from(name.as_str());
         let full = resolved(state, &reference);
-        let table = match registered_target(state, &reference).now_or_never() {
-            // Found at once: `registered_now` finds it so too.
-            Some(_) if !io.as_ref().is_some_and(|io| io.holds(&full.catalog)) => continue,
-            Some(found) => found?,
-            None => registered_target(state, &reference).await?,
-        };
+        let needs_io = io.as_ref().is_some_and(|io| io.holds(&full.catalog));
+        // Found at once: `registered_now` finds it so too (or fails alike).
+        if !needs_io
+            && registered_target(state, &reference)
+                .now_or_never()
+                .is_some()
+        {
+            continue;
+        }
+        let table = registered_target(state, &reference).await?;
         found.0.push((full, table));
     }
     Ok(found)
