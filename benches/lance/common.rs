@@ -137,10 +137,26 @@ pub(crate) async fn write_lance(
     per_file: usize,
     version: LanceFileVersion,
 ) {
+    write_lance_as(uri, rows, per_file, version, schema()).await
+}
+
+/// [`write_lance`] with the lineitem schema as given (the same columns; its
+/// field metadata chooses Lance's encodings per column).
+pub(crate) async fn write_lance_as(
+    uri: &str,
+    rows: usize,
+    per_file: usize,
+    version: LanceFileVersion,
+    schema: SchemaRef,
+) {
     let chunk = 100_000.min(rows.max(1));
     let batches: Vec<_> = (0..rows)
         .step_by(chunk)
-        .map(|s| Ok(lineitem(s, chunk.min(rows - s))))
+        .map(|s| {
+            lineitem(s, chunk.min(rows - s))
+                .with_schema(Arc::clone(&schema))
+                .map_err(Into::into)
+        })
         .collect();
     let params = WriteParams {
         mode: WriteMode::Create,
@@ -148,13 +164,9 @@ pub(crate) async fn write_lance(
         data_storage_version: Some(version),
         ..Default::default()
     };
-    Dataset::write(
-        RecordBatchIterator::new(batches, schema()),
-        uri,
-        Some(params),
-    )
-    .await
-    .expect("write lance");
+    Dataset::write(RecordBatchIterator::new(batches, schema), uri, Some(params))
+        .await
+        .expect("write lance");
 }
 
 pub(crate) fn exists(path: &Path) -> bool {
