@@ -152,11 +152,7 @@ pub(crate) async fn write_lance_as(
     let chunk = 100_000.min(rows.max(1));
     let batches: Vec<_> = (0..rows)
         .step_by(chunk)
-        .map(|s| {
-            lineitem(s, chunk.min(rows - s))
-                .with_schema(Arc::clone(&schema))
-                .map_err(Into::into)
-        })
+        .map(|s| lineitem(s, chunk.min(rows - s)).with_schema(Arc::clone(&schema)))
         .collect();
     let params = WriteParams {
         mode: WriteMode::Create,

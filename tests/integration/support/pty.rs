@@ -50,7 +50,7 @@ impl Terminal {
                 // A session of its own, with the terminal as its
                 // controlling terminal: it is the foreground process.
                 nix::unistd::setsid().map_err(std::io::Error::from)?;
-                if nix::libc::ioctl(0, nix::libc::TIOCSCTTY as _, 0) != 0 {
+                if libc::ioctl(0, libc::TIOCSCTTY as _, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
@@ -135,7 +135,7 @@ impl Terminal {
             .collect();
         let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
         // SAFETY: sysconf has no preconditions.
-        let per_second = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) } as u64;
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
         Duration::from_millis(ticks * 1000 / per_second)
     }
 
