@@ -9,9 +9,9 @@
 //! hashes once the source has been read, and only when two hashes are equal
 //! reads those rows' keys again to tell a repeated key from a hash
 //! collision. Finding them costs one pass that spreads the hashes into
-//! buckets by their top bits and a sort of each bucket, small enough to stay
-//! in the CPU's cache (a sort of all the hashes at once took twice as long at
-//! 1M rows, and it runs before Lance starts).
+//! buckets by their top bits, then a search of each bucket in a table small
+//! enough to stay in the CPU's cache, on every core (the check runs before
+//! Lance starts, so its time adds to the statement's).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -203,13 +203,57 @@ impl SourceKeys {
     }
 }
 
-/// The hashes that occur more than once in `chunks`: one pass spreads them
-/// into buckets by their top bits (about 2,048 hashes, 16 KiB, a bucket; at
-/// most 4,096 buckets), freeing each chunk once it is spread, then each
-/// bucket is sorted and its equal neighbours taken.
+/// From this many hashes on, the buckets are searched on every core (the
+/// check runs before Lance starts, so the cores are free).
+const PARALLEL_FROM: usize = 1 << 18;
+
+/// The hashes that occur more than once in `chunks`. One pass spreads them
+/// into buckets by their top bits (about 2,048 hashes a bucket, at most
+/// 1,024 buckets), freeing each chunk once it is spread; then each bucket's
+/// repeats are found in a table small enough to stay in the CPU's cache,
+/// the buckets shared out between the cores.
 fn repeated_hashes(chunks: Vec<Vec<u64>>) -> HashSet<u64> {
+    let (spread, starts) = spread_by_top_bits(chunks);
+    let n = spread.len();
+    let buckets = starts.len() - 1;
+    let threads = if n < PARALLEL_FROM {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |t| t.get().min(8))
+    };
+    if threads == 1 {
+        return repeats_in_buckets(&spread, &starts).into_iter().collect();
+    }
+    // Bucket boundaries splitting the hashes into `threads` near-equal runs.
+    let mut cuts: Vec<usize> = (0..threads)
+        .map(|t| {
+            starts
+                .partition_point(|&s| s < n * t / threads)
+                .min(buckets)
+        })
+        .collect();
+    cuts.push(buckets);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = cuts
+            .windows(2)
+            .map(|cut| {
+                let bounds = &starts[cut[0]..=cut[1]];
+                let part = &spread[bounds[0]..bounds[bounds.len() - 1]];
+                scope.spawn(move || repeats_in_buckets(part, bounds))
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
+/// The hashes of `chunks` grouped by their top bits, and where each group
+/// starts (one more entry than there are groups: the end).
+fn spread_by_top_bits(chunks: Vec<Vec<u64>>) -> (Vec<u64>, Vec<usize>) {
     let n: usize = chunks.iter().map(Vec::len).sum();
-    let bits = (n / 2048).next_power_of_two().min(1 << 12).trailing_zeros();
+    let bits = (n / 2048).next_power_of_two().min(1 << 10).trailing_zeros();
     let bucket = |h: u64| h.checked_shr(64 - bits).unwrap_or(0) as usize;
     let mut starts = vec![0usize; (1 << bits) + 1];
     for &h in chunks.iter().flatten() {
@@ -227,15 +271,38 @@ fn repeated_hashes(chunks: Vec<Vec<u64>>) -> HashSet<u64> {
             next[b] += 1;
         }
     }
-    let mut repeated = HashSet::new();
-    for range in starts.windows(2) {
-        let part = &mut spread[range[0]..range[1]];
-        part.sort_unstable();
-        repeated.extend(
-            part.windows(2)
-                .filter(|pair| pair[0] == pair[1])
-                .map(|pair| pair[0]),
-        );
+    (spread, starts)
+}
+
+/// The repeats within each bucket of `part` (its buckets start at
+/// `bounds`, given as offsets of the whole spread, and end at the last
+/// bound): an open-addressing table sized for the largest bucket, reused
+/// for every bucket (a slot belongs to the bucket whose stamp it carries).
+fn repeats_in_buckets(part: &[u64], bounds: &[usize]) -> Vec<u64> {
+    const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+    let base = bounds[0];
+    let largest = bounds.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    let slots = (2 * largest).next_power_of_two().max(2);
+    let shift = 64 - slots.trailing_zeros();
+    let mut values = vec![0u64; slots];
+    let mut stamps = vec![0u32; slots];
+    let mut repeated = Vec::new();
+    for (stamp, bucket) in (1u32..).zip(bounds.windows(2)) {
+        for &h in &part[bucket[0] - base..bucket[1] - base] {
+            // All of the hash picks the slot: tests narrow hashes to a few bits.
+            let mut i = (h.wrapping_mul(MIX) >> shift) as usize;
+            loop {
+                if stamps[i] != stamp {
+                    (stamps[i], values[i]) = (stamp, h);
+                    break;
+                }
+                if values[i] == h {
+                    repeated.push(h);
+                    break;
+                }
+                i = (i + 1) & (slots - 1);
+            }
+        }
     }
     repeated
 }
@@ -310,8 +377,8 @@ mod tests {
 
     #[test]
     fn many_keys_spread_over_buckets_find_the_one_repeat() {
-        // 300,000 keys in batches of 8,192: 256 buckets; key 123,457 also
-        // appears last. Masks keep the top bits only (every hash of a bucket
+        // 300,000 keys in batches of 8,192: 256 buckets, searched on every
+        // core; key 123,457 also appears last. Masks keep the top bits only (every hash of a bucket
         // equal: the keys tell), or the low bits only (one bucket).
         let ids: Vec<Option<i64>> = (0..300_000).chain([123_457]).map(Some).collect();
         let batches: Vec<RecordBatch> = ids
@@ -334,6 +401,28 @@ mod tests {
             HashSet::from([7, 1 << 63])
         );
         assert!(repeated_hashes(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn repeats_are_found_in_every_bucket_and_on_every_core() {
+        // 600,000 distinct hashes (an odd multiplier is one-to-one) in chunks
+        // of 10,000, then three repeats: the lowest (first bucket), the
+        // highest (last bucket) and the lowest with the top bit set (where
+        // two cores' shares meet), each in a later chunk.
+        let distinct: Vec<u64> = (0..600_000u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .collect();
+        let lowest = *distinct.iter().min().unwrap();
+        let highest = *distinct.iter().max().unwrap();
+        let middle = *distinct.iter().filter(|&&h| h >> 63 == 1).min().unwrap();
+        let mut chunks: Vec<Vec<u64>> = distinct.chunks(10_000).map(<[u64]>::to_vec).collect();
+        assert!(repeated_hashes(chunks.clone()).is_empty());
+        chunks.push(vec![highest, middle]);
+        chunks.push(vec![lowest]);
+        assert_eq!(
+            repeated_hashes(chunks),
+            HashSet::from([lowest, highest, middle])
+        );
     }
 
     #[test]
