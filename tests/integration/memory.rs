@@ -47,6 +47,23 @@ async fn a_merge_source_over_the_memory_limit_fails_clearly_and_writes_nothing()
         [1000]
     );
 
+    // The source fits (~8.8 MB, ~10.4 MB with its key hashes) but not with
+    // Lance's join, reserved at the source's size again before Lance starts.
+    run(&ctx, "SET datafusion.runtime.memory_limit = '12M'").await;
+    let error = ctx
+        .sql(merge)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .expect_err("a merge and its join needing ~17 MB under a 12 MB limit")
+        .to_string();
+    assert!(
+        error.contains("Resources exhausted") && error.contains("Lance's merge join"),
+        "{error}"
+    );
+    assert_eq!(ints(&ctx, version).await, before);
+
     run(&ctx, "SET datafusion.runtime.memory_limit = '512M'").await;
     run(&ctx, merge).await;
     assert_eq!(ints(&ctx, version).await, [before[0] + 1]);

@@ -245,7 +245,7 @@ impl ExecutionPlan for LanceMergeExec {
                 }
                 Start::Run(mark) => {
                     let merged = async {
-                        let (source, _held) = checked_source(
+                        let (source, held) = checked_source(
                             inputs,
                             &source_schema,
                             key_indices,
@@ -254,6 +254,12 @@ impl ExecutionPlan for LanceMergeExec {
                             reads_target,
                         )
                         .await?;
+                        // Lance joins the source with the table in a plan of
+                        // its own, outside this pool, holding about the
+                        // source's size again: reserved as that estimate
+                        // before Lance starts, so a memory limit counts it.
+                        let join = MemoryConsumer::new(LANCE_JOIN).register(context.memory_pool());
+                        join.try_grow(held.size())?;
                         run_merge(&target, keys, &options, source, reads_target).await
                     };
                     let (inserted, updated, deleted, version) =
@@ -282,6 +288,10 @@ impl ExecutionPlan for LanceMergeExec {
         )))
     }
 }
+
+/// The memory consumer standing for Lance's merge join (an estimate: the
+/// source's size).
+const LANCE_JOIN: &str = "LanceMergeExec Lance's merge join (estimated at the source's size)";
 
 /// True when `plan` scans the table shown as `display_uri`.
 fn reads_table(plan: &Arc<dyn ExecutionPlan>, display_uri: &str) -> bool {
