@@ -2,7 +2,20 @@
 //! DataFusion's memory pool, so `SET datafusion.runtime.memory_limit`
 //! bounds it and a statement over the limit fails clearly, writing nothing.
 
-use crate::support::{context, dataset_path, ints, private_cache, run};
+use datafusion::prelude::SessionContext;
+
+use crate::support::{context, dataset_path, ints, private_cache, run, try_rows};
+
+/// The error of `sql` run under a memory limit of `limit` (the limit stays
+/// set); `why` says why it must fail.
+async fn refused(ctx: &SessionContext, limit: &str, sql: &str, why: &str) -> String {
+    run(
+        ctx,
+        &format!("SET datafusion.runtime.memory_limit = '{limit}'"),
+    )
+    .await;
+    try_rows(ctx, sql).await.expect_err(why)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_merge_source_over_the_memory_limit_fails_clearly_and_writes_nothing() {
@@ -28,15 +41,13 @@ async fn a_merge_source_over_the_memory_limit_fails_clearly_and_writes_nothing()
     let merge = "SELECT * FROM lance_merge('t', (SELECT value AS id, value + 1 AS v, \
                  repeat('y', 24) AS tag FROM generate_series(0, 199999)), 'id')";
 
-    run(&ctx, "SET datafusion.runtime.memory_limit = '2M'").await;
-    let error = ctx
-        .sql(merge)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .expect_err("a merge holding ~8 MB under a 2 MB limit")
-        .to_string();
+    let error = refused(
+        &ctx,
+        "2M",
+        merge,
+        "a merge holding ~8 MB under a 2 MB limit",
+    )
+    .await;
     assert!(
         error.contains("Resources exhausted") && error.contains("LanceMergeExec source"),
         "{error}"
@@ -49,15 +60,8 @@ async fn a_merge_source_over_the_memory_limit_fails_clearly_and_writes_nothing()
 
     // The source fits (~8.8 MB, ~10.4 MB with its key hashes) but not with
     // Lance's join, reserved at the source's size again before Lance starts.
-    run(&ctx, "SET datafusion.runtime.memory_limit = '12M'").await;
-    let error = ctx
-        .sql(merge)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .expect_err("a merge and its join needing ~17 MB under a 12 MB limit")
-        .to_string();
+    let why = "a merge and its join needing ~17 MB under a 12 MB limit";
+    let error = refused(&ctx, "12M", merge, why).await;
     assert!(
         error.contains("Resources exhausted") && error.contains("Lance's merge join"),
         "{error}"
@@ -113,15 +117,8 @@ async fn insert_writers_buffer_within_the_memory_limit_or_fail_clearly() {
     let before = ints(&ctx, version).await;
 
     // 100 KiB: less than one writer's least (3 columns × 64 KiB).
-    run(&ctx, "SET datafusion.runtime.memory_limit = '100K'").await;
-    let error = ctx
-        .sql(&insert(400_000))
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .expect_err("writers needing 192 KiB under a 100 KiB limit")
-        .to_string();
+    let why = "writers needing 192 KiB under a 100 KiB limit";
+    let error = refused(&ctx, "100K", &insert(400_000), why).await;
     assert!(
         error.contains("Resources exhausted")
             && error.contains("writing to 't': a writer buffers at least 64 KiB per column"),
