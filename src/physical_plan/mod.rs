@@ -24,7 +24,7 @@ mod row_level;
 mod searching;
 mod writing;
 
-pub(crate) use ddl::{alter, cloud_ddl, index, index_options};
+pub(crate) use ddl::{alter, cloud_ddl, index, index_memory, index_options};
 pub(crate) use maintaining::{maintenance, optimize, tag, vacuum};
 pub(crate) use merging::{cloud_merge, merge, merge_options};
 pub(crate) use permuting::{

@@ -3,8 +3,15 @@
 //! bounds it and a statement over the limit fails clearly, writing nothing.
 
 use datafusion::prelude::SessionContext;
+use datafusion_lance::LanceSessionContextExt;
 
-use crate::support::{context, dataset_path, ints, private_cache, run, try_rows};
+use crate::support::{context, dataset_path, ints, private_cache, run};
+
+/// Runs `sql` (any statement, as `lance-sql` takes it) to the end.
+async fn statement(ctx: &SessionContext, sql: &str) -> Result<(), String> {
+    let df = ctx.lance_sql(sql).await.map_err(|e| e.to_string())?;
+    df.collect().await.map(drop).map_err(|e| e.to_string())
+}
 
 /// The error of `sql` run under a memory limit of `limit` (the limit stays
 /// set); `why` says why it must fail.
@@ -14,7 +21,7 @@ async fn refused(ctx: &SessionContext, limit: &str, sql: &str, why: &str) -> Str
         &format!("SET datafusion.runtime.memory_limit = '{limit}'"),
     )
     .await;
-    try_rows(ctx, sql).await.expect_err(why)
+    statement(ctx, sql).await.expect_err(why)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,4 +135,80 @@ async fn insert_writers_buffer_within_the_memory_limit_or_fail_clearly() {
     assert_eq!(ints(&ctx, version).await, before);
     assert_eq!(ints(&ctx, rows).await, [400_000, 0, 6_400_000]);
     crate::support::validates(&uri).await;
+}
+
+/// `CREATE INDEX` reserves what Lance's builder is estimated to hold (it
+/// builds outside DataFusion's pool): under a limit below the estimate the
+/// statement fails naming the index and the table gains no index and no
+/// version; an index that exists is left alone under `IF NOT EXISTS`
+/// without reserving anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn index_builds_reserve_their_estimate_or_fail_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dataset_path(&dir, "v.lance");
+    let ctx = context(2, &private_cache());
+    run(
+        &ctx,
+        &format!(
+            "COPY (SELECT value AS id, repeat('w', 20) || CAST(value AS VARCHAR) AS txt, \
+             arrow_cast(make_array(CAST(value % 13 AS FLOAT), CAST(value % 7 AS FLOAT), 1.0, 2.0), \
+             'FixedSizeList(4, Float32)') AS emb FROM generate_series(0, 1999)) \
+             TO '{uri}' STORED AS LANCE"
+        ),
+    )
+    .await;
+    run(
+        &ctx,
+        &format!("CREATE EXTERNAL TABLE v STORED AS LANCE LOCATION '{uri}'"),
+    )
+    .await;
+    let version = "SELECT max(version) FROM lance_versions('v')";
+    let indices = "SELECT count(*) FROM lance_indices('v')";
+    let before = ints(&ctx, version).await;
+
+    // A vector build: 64 MiB plus four times its 31 KiB of vectors.
+    let flat = "CREATE INDEX v_emb ON v USING IVF_FLAT (emb) WITH (num_partitions = 2)";
+    let why = "an IVF_FLAT build estimated at 65 MiB under 48 MiB";
+    let error = refused(&ctx, "48M", flat, why).await;
+    assert!(
+        error.contains("Resources exhausted")
+            && error.contains("building index 'v_emb' of")
+            && error.contains("estimated at 65 MiB for 1 MiB of column data"),
+        "{error}"
+    );
+    // A scalar build over strings (sized from Lance's data statistics):
+    // 32 MiB plus twice its values and row ids.
+    let btree = "CREATE INDEX v_txt ON v USING BTREE (txt)";
+    let error = refused(
+        &ctx,
+        "24M",
+        btree,
+        "a BTREE build estimated at 33 MiB under 24 MiB",
+    )
+    .await;
+    assert!(
+        error.contains("Resources exhausted") && error.contains("building index 'v_txt' of"),
+        "{error}"
+    );
+    run(&ctx, "SET datafusion.runtime.memory_limit = '512M'").await;
+    assert_eq!(ints(&ctx, version).await, before);
+    assert_eq!(ints(&ctx, indices).await, [0]);
+
+    statement(&ctx, flat).await.unwrap();
+    statement(&ctx, btree).await.unwrap();
+    assert_eq!(ints(&ctx, indices).await, [2]);
+    let built = ints(&ctx, version).await;
+    assert_eq!(built, [before[0] + 2]);
+
+    // Nothing to build, nothing reserved.
+    run(&ctx, "SET datafusion.runtime.memory_limit = '1M'").await;
+    let again =
+        "CREATE INDEX IF NOT EXISTS v_emb ON v USING IVF_FLAT (emb) WITH (num_partitions = 2)";
+    statement(&ctx, again).await.unwrap();
+    run(&ctx, "SET datafusion.runtime.memory_limit = '512M'").await;
+    assert_eq!(ints(&ctx, version).await, built);
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM v WHERE id < 10").await,
+        [10]
+    );
 }

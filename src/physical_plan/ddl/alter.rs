@@ -17,6 +17,7 @@ use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::common::{DFSchema, ScalarValue};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::context::ExecutionProps;
+use datafusion::execution::memory_pool::MemoryPool;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::create_physical_expr;
 use lance::Dataset;
@@ -190,7 +191,12 @@ impl Maintenance for SchemaChange {
         }
     }
 
-    async fn run(self, dataset: Arc<Dataset>, location: TableLocation) -> DFResult<RecordBatch> {
+    async fn run(
+        self,
+        dataset: Arc<Dataset>,
+        location: TableLocation,
+        _memory: Arc<dyn MemoryPool>,
+    ) -> DFResult<RecordBatch> {
         let column = self.column().to_string();
         let err = |e: lance::Error| {
             DataFusionError::Execution(format!(

@@ -8,12 +8,14 @@ use std::sync::Arc;
 use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::memory_pool::{MemoryLimit, MemoryPool};
 use lance::Dataset;
 use lance::index::DatasetIndexExt;
 
 use crate::config::parse_bool;
 use crate::error::{Error, plain};
 use crate::location::TableLocation;
+use crate::physical_plan::index_memory::reserve_index_build;
 use crate::physical_plan::index_options::IndexMethod;
 use crate::physical_plan::maintenance::{Maintenance, MaintenanceExec};
 
@@ -150,8 +152,13 @@ impl Maintenance for IndexChange {
         }
     }
 
-    async fn run(self, dataset: Arc<Dataset>, location: TableLocation) -> DFResult<RecordBatch> {
-        change(&dataset, &location, &self).await
+    async fn run(
+        self,
+        dataset: Arc<Dataset>,
+        location: TableLocation,
+        memory: Arc<dyn MemoryPool>,
+    ) -> DFResult<RecordBatch> {
+        change(&dataset, &location, &self, &memory).await
     }
 }
 
@@ -159,6 +166,7 @@ async fn change(
     dataset: &Dataset,
     location: &TableLocation,
     change: &IndexChange,
+    memory: &Arc<dyn MemoryPool>,
 ) -> DFResult<RecordBatch> {
     let name = change.name();
     let verb = match change {
@@ -189,21 +197,29 @@ async fn change(
             .into());
         }
         IndexChange::Create(d) => {
-            let rows = dataset
-                .fragments()
-                .iter()
-                .map(|f| f.physical_rows.unwrap_or(usize::MAX))
-                .fold(0usize, usize::saturating_add);
-            let params = d.method.params(&d.options, rows).map_err(|e| {
-                DataFusionError::Execution(format!(
-                    "creating index '{name}' of '{}': {e}",
-                    location.display_uri
-                ))
-            })?;
-            let _phase = crate::progress::Phase::enter(format!(
-                "building index '{name}' of {}",
-                location.display_uri
-            ));
+            // `None` when Lance has not counted a fragment's rows (old tables).
+            let rows: Option<usize> = dataset.fragments().iter().map(|f| f.physical_rows).sum();
+            let params = d
+                .method
+                .params(&d.options, rows.unwrap_or(usize::MAX))
+                .map_err(|e| {
+                    DataFusionError::Execution(format!(
+                        "creating index '{name}' of '{}': {e}",
+                        location.display_uri
+                    ))
+                })?;
+            let building = format!("building index '{name}' of {}", location.display_uri);
+            // Lance builds outside DataFusion's pool: its estimate is
+            // reserved (under a finite limit) until the build ends.
+            let _reserved = match memory.memory_limit() {
+                MemoryLimit::Infinite => None,
+                _ => {
+                    let rows = rows.unwrap_or(0) as u64;
+                    let (column, method) = (d.column.as_str(), d.method);
+                    reserve_index_build(memory, &dataset, column, method, rows, &building).await?
+                }
+            };
+            let _phase = crate::progress::Phase::enter(building);
             // Lance checks the name again at commit: an index another writer
             // created meanwhile is an error, not replaced, unless asked.
             dataset

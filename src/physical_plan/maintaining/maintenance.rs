@@ -13,6 +13,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::internal_err;
 use datafusion::error::Result as DFResult;
+use datafusion::execution::memory_pool::MemoryPool;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
@@ -36,11 +37,14 @@ pub trait Maintenance: fmt::Debug + Clone + Send + Sync + 'static {
     fn fmt_params(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
 
     /// Does the work on `dataset` (the latest version of the table at
-    /// `location`) and reports it in one row.
+    /// `location`) and reports it in one row. What it holds outside
+    /// DataFusion's operators is reserved from `memory` (the statement's
+    /// pool), so a memory limit counts it.
     fn run(
         self,
         dataset: Arc<Dataset>,
         location: TableLocation,
+        memory: Arc<dyn MemoryPool>,
     ) -> impl Future<Output = DFResult<RecordBatch>> + Send + 'static;
 }
 
@@ -120,7 +124,8 @@ impl<M: Maintenance> ExecutionPlan for MaintenanceExec<M> {
             let dataset = cache
                 .open(&location.uri, &params, &VersionSpec::Latest)
                 .await?;
-            work.run(dataset, location).await
+            work.run(dataset, location, Arc::clone(context.memory_pool()))
+                .await
         };
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             M::schema(),

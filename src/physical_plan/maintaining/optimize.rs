@@ -8,6 +8,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::memory_pool::MemoryPool;
 use lance::Dataset;
 use lance::dataset::optimize::{CompactionOptions, compact_files};
 use lance::index::DatasetIndexExt;
@@ -89,7 +90,12 @@ impl Maintenance for OptimizeOptions {
         )
     }
 
-    async fn run(self, dataset: Arc<Dataset>, location: TableLocation) -> DFResult<RecordBatch> {
+    async fn run(
+        self,
+        dataset: Arc<Dataset>,
+        location: TableLocation,
+        _memory: Arc<dyn MemoryPool>,
+    ) -> DFResult<RecordBatch> {
         optimize(&dataset, &location, &self).await
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::memory_pool::MemoryPool;
 use lance::Dataset;
 
 use crate::error::plain;
@@ -81,7 +82,12 @@ impl Maintenance for TagChange {
         }
     }
 
-    async fn run(self, dataset: Arc<Dataset>, location: TableLocation) -> DFResult<RecordBatch> {
+    async fn run(
+        self,
+        dataset: Arc<Dataset>,
+        location: TableLocation,
+        _memory: Arc<dyn MemoryPool>,
+    ) -> DFResult<RecordBatch> {
         apply(&dataset, &location, &self).await
     }
 }

@@ -9,6 +9,7 @@ use chrono::{TimeDelta, Utc};
 use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::memory_pool::MemoryPool;
 use futures::TryStreamExt;
 use lance::Dataset;
 use lance_table::io::deletion::relative_deletion_file_path;
@@ -74,7 +75,12 @@ impl Maintenance for VacuumOptions {
         )
     }
 
-    async fn run(self, dataset: Arc<Dataset>, location: TableLocation) -> DFResult<RecordBatch> {
+    async fn run(
+        self,
+        dataset: Arc<Dataset>,
+        location: TableLocation,
+        _memory: Arc<dyn MemoryPool>,
+    ) -> DFResult<RecordBatch> {
         vacuum(&dataset, &location, &self).await
     }
 }
