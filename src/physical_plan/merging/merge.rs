@@ -175,15 +175,7 @@ impl ExecutionPlan for LanceMergeExec {
         vec![&self.input]
     }
 
-    /// A source of one partition holds every key: it is read whole (one
-    /// partition), so DataFusion, which splits a multi-batch source to scan
-    /// it on more cores, merges the pieces again instead of hash-partitioning
-    /// them, which would copy every row. A source of several partitions is
-    /// hash-partitioned on the key.
     fn required_input_distribution(&self) -> Vec<Distribution> {
-        if self.input.properties().partitioning.partition_count() == 1 {
-            return vec![Distribution::SinglePartition];
-        }
         let schema = self.input.schema();
         let keys = self
             .keys
@@ -196,9 +188,10 @@ impl ExecutionPlan for LanceMergeExec {
         vec![Distribution::HashPartitioned(keys)]
     }
 
-    /// No: splitting a source to check it on more cores would copy it whole
-    /// (the check costs less than the copy, and uses every core past
-    /// 262,144 keys).
+    /// No: a source of one partition is already partitioned on the key (one
+    /// partition holds every key), and splitting it would copy the whole
+    /// source to check it on more cores (the check costs less than the copy).
+    /// A source of several partitions is hash-partitioned on the key.
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
         vec![false]
     }
