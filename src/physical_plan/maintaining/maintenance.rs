@@ -37,9 +37,9 @@ pub trait Maintenance: fmt::Debug + Clone + Send + Sync + 'static {
     fn fmt_params(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
 
     /// Does the work on `dataset` (the latest version of the table at
-    /// `location`) and reports it in one row. What it holds outside
-    /// DataFusion's operators is reserved from `memory` (the statement's
-    /// pool), so a memory limit counts it.
+    /// `location`) and reports it in one row. `memory` is the statement's
+    /// pool: work that holds memory outside DataFusion's operators reserves
+    /// it there so a memory limit counts it (index builds do).
     fn run(
         self,
         dataset: Arc<Dataset>,
