@@ -677,3 +677,37 @@ fn a_prepared_search_runs_in_lance_sql() {
     );
     assert_eq!(printed(&out), expected);
 }
+
+/// `--memory-limit` counts an index build (Lance builds outside DataFusion's
+/// pool; the estimate is reserved first): typed at the command line, a
+/// build over the limit fails naming the index and leaves the table without
+/// it; with room it builds.
+#[test]
+fn create_index_over_the_memory_limit_fails_naming_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("v.lance").to_string_lossy().to_string();
+    let copy = format!(
+        "COPY (SELECT value AS id, arrow_cast(make_array(CAST(value % 13 AS FLOAT), 1.0), \
+         'FixedSizeList(2, Float32)') AS emb FROM generate_series(0, 999)) TO '{uri}' STORED AS LANCE"
+    );
+    let create = format!("CREATE EXTERNAL TABLE v STORED AS LANCE LOCATION '{uri}'");
+    let out = lance_sql(&["-q", "-c", &copy]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let index = "CREATE INDEX v_emb ON v USING IVF_FLAT (emb) WITH (num_partitions = 2)";
+    let count = "SELECT count(*) AS n FROM lance_indices('v')";
+
+    let out = lance_sql(&["-q", "--memory-limit", "32M", "-c", &create, "-c", index]);
+    assert!(!out.status.success());
+    let error = stderr(&out);
+    assert!(
+        error.contains("Resources exhausted") && error.contains("building index 'v_emb' of"),
+        "{error}"
+    );
+    let out = lance_sql(&["-q", "--format", "csv", "-c", &create, "-c", count]);
+    assert_eq!(stdout(&out).trim(), "n\n0");
+
+    let out = lance_sql(&["-q", "--memory-limit", "256M", "-c", &create, "-c", index]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = lance_sql(&["-q", "--format", "csv", "-c", &create, "-c", count]);
+    assert_eq!(stdout(&out).trim(), "n\n1");
+}
