@@ -14,7 +14,8 @@
 //!   `[0.1, 0.2, ...]` becomes a `make_array` of one literal per dimension,
 //!   evaluated by the simplifier — about 0.25 ms at 64 dimensions, a tenth
 //!   of an indexed search. The query vector of `lance_vector_search` given
-//!   as an array of number literals is read straight from the syntax tree as
+//!   as an array of number literals (in parentheses or not: an `EXECUTE`
+//!   hands its value over parenthesized) is read straight from the syntax tree as
 //!   DataFusion would type its numbers (integers as `Int64` — exact in `f64`
 //!   below 2⁵³ —, the rest as `f64`) and handed to the function as a list
 //!   literal. Any other form (a subquery, an expression,
@@ -159,8 +160,13 @@ fn call(relation: &TableFactor) -> Option<(&'static str, Vec<&ast::Expr>)> {
     Some((function, args))
 }
 
-/// A non-empty array of number literals as a `List<Float64>` literal.
+/// A non-empty array of number literals, in parentheses or not (an
+/// `EXECUTE`'s value comes parenthesized), as a `List<Float64>` literal.
 fn vector(expr: &ast::Expr) -> Option<ScalarValue> {
+    let mut expr = expr;
+    while let ast::Expr::Nested(inner) = expr {
+        expr = inner;
+    }
     let ast::Expr::Array(ast::Array { elem, .. }) = expr else {
         return None;
     };
@@ -234,11 +240,14 @@ mod tests {
         assert_eq!(number(&parse("- -1")), None);
         assert!(vector(&parse("[]")).is_none());
         assert!(vector(&parse("[1, NULL]")).is_none());
-        let Some(ScalarValue::List(list)) = vector(&parse("[1, -0.5, 2e0]")) else {
-            panic!("a vector literal");
-        };
-        let values = list.value(0);
-        let values = values.as_any().downcast_ref::<Float64Array>().unwrap();
-        assert_eq!(values.values().to_vec(), [1.0, -0.5, 2.0]);
+        assert!(vector(&parse("([1, NULL])")).is_none());
+        for text in ["[1, -0.5, 2e0]", "([1, -0.5, 2e0])", "(([1, -0.5, 2e0]))"] {
+            let Some(ScalarValue::List(list)) = vector(&parse(text)) else {
+                panic!("a vector literal: {text}");
+            };
+            let values = list.value(0);
+            let values = values.as_any().downcast_ref::<Float64Array>().unwrap();
+            assert_eq!(values.values().to_vec(), [1.0, -0.5, 2.0], "{text}");
+        }
     }
 }
