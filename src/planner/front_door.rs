@@ -19,7 +19,6 @@
 //! text that does not parse is left to DataFusion's parser, which reports
 //! its own errors. [`execute_lance_plan`] runs a plan of either kind.
 
-use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::dataframe::DataFrame;
@@ -27,10 +26,8 @@ use datafusion::error::Result as DFResult;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{ExplainOption, LogicalPlan, LogicalPlanBuilder};
 use datafusion::prelude::SessionContext;
-use datafusion::sql::parser::{CopyToSource, DFParserBuilder, Statement as DFStatement};
-use datafusion::sql::sqlparser::ast::{
-    self, FunctionArg, FunctionArgExpr, ObjectType, Statement, TableFactor, Value, Visit, Visitor,
-};
+use datafusion::sql::parser::{DFParserBuilder, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
 use datafusion::sql::sqlparser::dialect::{Dialect, dialect_from_str};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
@@ -117,7 +114,7 @@ enum Intercepted {
 /// with `parse_theirs`, also parses a statement that cannot be this
 /// crate's (otherwise such text is `Unparsed`).
 async fn intercept(state: &SessionState, sql: &str, parse_theirs: bool) -> DFResult<Intercepted> {
-    let (refresh, statement, ours, searches) = match read(state, sql, parse_theirs)? {
+    let (refresh, statement, ours, travels, searches) = match read(state, sql, parse_theirs)? {
         Read::Unparsed => return Ok(Intercepted::Unparsed),
         Read::Prepare(prepare) => {
             return Ok(Intercepted::Ours(Box::new(prepare.plan(state).await?)));
@@ -126,8 +123,9 @@ async fn intercept(state: &SessionState, sql: &str, parse_theirs: bool) -> DFRes
             refresh,
             statement,
             ours,
+            travels,
             searches,
-        } => (refresh, statement, ours, searches),
+        } => (refresh, statement, ours, travels, searches),
     };
     if refresh {
         refresh_catalogs_of(state).await?;
@@ -138,12 +136,15 @@ async fn intercept(state: &SessionState, sql: &str, parse_theirs: bool) -> DFRes
     if !ours {
         return Ok(Intercepted::DataFusions(Box::new(statement)));
     }
-    let pinned = PinnedRelations::resolve(state, &statement).await?;
+    let pinned = match travels {
+        true => PinnedRelations::resolve(state, &statement).await?,
+        false => None,
+    };
     // Tables named by table functions, which are planned synchronously: a
     // catalog may need I/O to find them.
-    let prefetched = match searches {
-        true => Some(prefetch(state, &named_tables(&statement)).await?).filter(|p| !p.is_empty()),
-        false => None,
+    let prefetched = match searches.is_empty() {
+        false => Some(prefetch(state, &searches).await?).filter(|p| !p.is_empty()),
+        true => None,
     };
     if pinned.is_some() || prefetched.is_some() {
         let mut state = state.clone();
@@ -187,8 +188,11 @@ enum Read {
         statement: Option<(DFStatement, bool)>,
         /// It may be this crate's.
         ours: bool,
-        /// It calls a table function that looks its table up.
-        searches: bool,
+        /// It may read a table as of a version (see [`may_travel`]).
+        travels: bool,
+        /// The tables named by the calls of table functions that look
+        /// their table up.
+        searches: Vec<String>,
     },
 }
 
@@ -213,8 +217,9 @@ fn read(state: &SessionState, sql: &str, parse_theirs: bool) -> DFResult<Read> {
     // Dialects that parse time-travel clauses themselves (`AT(...)`,
     // `FOR SYSTEM_TIME AS OF`): a clause on a statement's target must be
     // seen here, as DataFusion drops it from a `DELETE`.
-    let searches = names_tables(&tokens);
-    let ours = may_be_ours(&tokens) || searches || dialect.supports_table_versioning();
+    let searches = named_tables(&tokens);
+    let travels = may_travel(&tokens) || dialect.supports_table_versioning();
+    let ours = travels || may_be_ours(&tokens) || names_tables(&tokens);
     let statement = if ours {
         parse(tokens, dialect.as_ref(), limit)
     } else if parse_theirs {
@@ -226,6 +231,7 @@ fn read(state: &SessionState, sql: &str, parse_theirs: bool) -> DFResult<Read> {
         refresh,
         statement,
         ours,
+        travels,
         searches,
     })
 }
@@ -298,6 +304,19 @@ async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Ou
 /// True when `tokens` hold `MERGE`, `INDEX`, `ALTER`, `CREATE`, `DROP`, `AS OF` or `lance_as_of`: the
 /// only statements worth parsing here.
 fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
+    may_travel(tokens)
+        || tokens.iter().any(|token| {
+            matches!(&token.token, Token::Word(word) if matches!(
+                word.keyword,
+                Keyword::MERGE | Keyword::INDEX | Keyword::ALTER | Keyword::CREATE | Keyword::DROP
+            ))
+        })
+}
+
+/// True when `tokens` hold `AS OF` or `lance_as_of`: a statement without
+/// either reads no table as of a version (unless its dialect parses clauses
+/// of its own, `AT(...)`), and its syntax tree is not searched for one.
+fn may_travel(tokens: &[TokenWithSpan]) -> bool {
     let mut previous = Keyword::NoKeyword;
     for token in tokens {
         let Token::Word(word) = &token.token else {
@@ -306,10 +325,7 @@ fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
             }
             continue;
         };
-        if matches!(
-            word.keyword,
-            Keyword::MERGE | Keyword::INDEX | Keyword::ALTER | Keyword::CREATE | Keyword::DROP
-        ) || (previous == Keyword::AS && word.keyword == Keyword::OF)
+        if (previous == Keyword::AS && word.keyword == Keyword::OF)
             || word.value.eq_ignore_ascii_case(AS_OF_FUNCTION_NAME)
         {
             return true;
@@ -338,39 +354,29 @@ fn names_tables(tokens: &[TokenWithSpan]) -> bool {
 }
 
 /// The first arguments, when string literals, of the calls of those
-/// functions in `statement` (subqueries and `EXPLAIN` included).
-fn named_tables(statement: &DFStatement) -> Vec<String> {
-    #[derive(Default)]
-    struct Names(Vec<String>);
-    impl Visitor for Names {
-        type Break = ();
-        fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
-            if let TableFactor::Table {
-                name,
-                args: Some(args),
-                ..
-            } = factor
-                && LOOKING_UP.contains(&name.to_string().as_str())
-                && let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(ast::Expr::Value(value)))) =
-                    args.args.first()
-                && let Value::SingleQuotedString(table) = &value.value
-            {
-                self.0.push(table.clone());
+/// functions in `tokens` (subqueries, `EXPLAIN` and every statement kind
+/// included): read from the tokens, not the syntax tree, whose walk costs a
+/// search statement more than the lookup (its vector is a long array).
+/// A name that is no table (a call of something else with that name) is
+/// only looked up for nothing.
+fn named_tables(tokens: &[TokenWithSpan]) -> Vec<String> {
+    let mut significant = tokens
+        .iter()
+        .map(|t| &t.token)
+        .filter(|t| !matches!(t, Token::Whitespace(_)));
+    let mut names = Vec::new();
+    while let Some(token) = significant.next() {
+        if let Token::Word(word) = token
+            && LOOKING_UP.contains(&word.value.as_str())
+            && let Some(Token::LParen) = significant.clone().next()
+        {
+            let mut rest = significant.clone().skip(1);
+            if let Some(Token::SingleQuotedString(table)) = rest.next() {
+                names.push(table.clone());
             }
-            ControlFlow::Continue(())
         }
     }
-    let mut names = Names::default();
-    let _ = match statement {
-        DFStatement::Statement(s) => s.visit(&mut names),
-        DFStatement::Explain(explain) => return named_tables(&explain.statement),
-        DFStatement::CopyTo(copy) => match &copy.source {
-            CopyToSource::Query(query) => query.visit(&mut names),
-            CopyToSource::Relation(_) => ControlFlow::Continue(()),
-        },
-        _ => ControlFlow::Continue(()),
-    };
-    names.0
+    names
 }
 
 /// True when `tokens` may list tables (`SHOW`, `information_schema`): the
@@ -402,6 +408,11 @@ fn parse(
     } else {
         (tokens, true)
     };
+    // The tokens are kept for a second try only when they may hold a
+    // time-travel clause (a copy of a long statement's tokens costs).
+    if !time_travel::may_hold_clause(&marked) {
+        return parse_one(marked, dialect, limit).map(|s| (s, plain));
+    }
     if let Some(statement) = parse_one(marked.clone(), dialect, limit) {
         return Some((statement, plain));
     }
@@ -480,4 +491,51 @@ pub async fn execute_lance_plan(ctx: &SessionContext, plan: LogicalPlan) -> DFRe
         }
     }
     Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::sql::sqlparser::dialect::GenericDialect;
+
+    use super::*;
+
+    fn names(sql: &str) -> Vec<String> {
+        let tokens = Tokenizer::new(&GenericDialect {}, sql)
+            .tokenize_with_location()
+            .unwrap();
+        named_tables(&tokens)
+    }
+
+    /// The tables a statement's searches name, in every kind of statement
+    /// a query can stand in, with the spacing and comments users type.
+    #[test]
+    fn the_tables_searches_name_are_read_from_the_tokens() {
+        assert_eq!(
+            names("SELECT * FROM lance_vector_search('v', 'emb', [1.0, 2.0], 3)"),
+            ["v"]
+        );
+        assert_eq!(
+            names(
+                "EXPLAIN SELECT (SELECT count(*) FROM lance_fts ( /* docs */ 'lake.public.docs', \
+                 'red')) AS a, (SELECT count(*) FROM lance_rows(\n'b')) AS b"
+            ),
+            ["lake.public.docs", "b"]
+        );
+        assert_eq!(
+            names(
+                "INSERT INTO t WITH s AS (SELECT * FROM lance_hybrid_search('x', 'emb', [1], \
+                 'q', 2)) SELECT * FROM s"
+            ),
+            ["x"]
+        );
+        assert_eq!(
+            names("COPY (SELECT * FROM lance_permutation('p')) TO 'out.parquet'"),
+            ["p"]
+        );
+        // Not a table: an argument that is no string literal, a string that
+        // is not the first argument, the name as a column.
+        assert!(names("SELECT * FROM lance_rows($1)").is_empty());
+        assert!(names("SELECT * FROM lance_rows(name, 'v')").is_empty());
+        assert!(names("SELECT lance_rows FROM t WHERE x = 'v'").is_empty());
+    }
 }

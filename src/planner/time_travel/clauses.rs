@@ -68,6 +68,12 @@ pub(crate) fn cut(
     Some((kept, clauses))
 }
 
+/// True when `tokens` hold a `VERSION AS OF` or `TIMESTAMP AS OF` clause
+/// (after anything) that [`cut`] would cut.
+pub(crate) fn may_hold_clause(tokens: &[TokenWithSpan]) -> bool {
+    (0..tokens.len()).any(|i| clause_start(tokens, i).is_some())
+}
+
 /// If `VERSION AS OF` or `TIMESTAMP AS OF` starts at `i`: whether it is the
 /// timestamp form, and where its expression starts.
 fn clause_start(tokens: &[TokenWithSpan], i: usize) -> Option<(bool, usize)> {

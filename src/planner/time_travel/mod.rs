@@ -48,7 +48,7 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
-pub(crate) use self::clauses::{attach, cut};
+pub(crate) use self::clauses::{attach, cut, may_hold_clause};
 pub(crate) use self::function::AsOfOutsideLanceSql;
 use self::pin::{Pinned, pin};
 
