@@ -453,6 +453,35 @@ async fn table_functions_find_catalog_tables_every_time() {
             );
         }
     }
+    // Every statement kind a search can stand in finds the table too.
+    ok(
+        &ctx,
+        "CREATE TABLE lake.public.near AS SELECT id FROM \
+         lance_vector_search('lake.public.docs', 'emb', [3.0, 1.0], 4)",
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO lake.public.near SELECT id FROM lance_fts( /* red */ 'lake.public.docs', 'red')",
+    )
+    .await;
+    assert_eq!(
+        ints(&ctx, "SELECT count(*) FROM lake.public.near").await,
+        vec![14]
+    );
+    let plan = sorted_rows(
+        &sql(
+            &ctx,
+            "EXPLAIN SELECT id FROM lance_rows('lake.public.docs')",
+        )
+        .await
+        .unwrap(),
+    )
+    .join("\n");
+    assert!(
+        plan.contains("LanceScanExec") && plan.contains("docs.lance"),
+        "{plan}"
+    );
     for _ in 0..5 {
         let error = ctx
             .sql("SELECT * FROM lance_fts('lake.public.docs', 'red')")
