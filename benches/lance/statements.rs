@@ -7,28 +7,42 @@
 //!   `SessionContext::sql`) and Lance's `Scanner::nearest`, each
 //!   interleaved;
 //! * 8 concurrent clients on one context vs 8 concurrent
-//!   `Scanner::nearest` calls: queries per second.
+//!   `Scanner::nearest` calls: queries per second;
+//! * the whole statement at 1,000,000 × 128 (IVF_PQ, 256 partitions,
+//!   16 sub-vectors, `nprobes=20`) vs `Scanner::nearest`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::Float32Array;
+use arrow::array::{
+    FixedSizeListArray, Float32Array, Int64Array, RecordBatch, RecordBatchIterator,
+};
+use arrow::datatypes::{DataType, Field, Schema};
 use lance::Dataset;
+use lance::dataset::{WriteMode, WriteParams};
 
-use crate::common::{Args, Stats, interleaved, ratio, side};
+use crate::common::{Args, Stats, exists, interleaved, ratio, side};
 use crate::search::{DIM, context, count, gauss, run, vector_dataset, vector_literal};
 
 /// Concurrent clients, and the searches each runs per round.
 const CLIENTS: usize = 8;
 const PER_CLIENT: usize = 25;
 
+/// The large table's rows and dimension.
+const LARGE_ROWS: usize = 1_000_000;
+const LARGE_DIM: usize = 128;
+
 async fn nearest(ds: &Dataset, q: &[f32]) {
+    nearest_probing(ds, q, 8).await
+}
+
+async fn nearest_probing(ds: &Dataset, q: &[f32], nprobes: usize) {
     let mut scanner = ds.scan();
     scanner.project(&["id"]).expect("project");
     scanner
         .nearest("emb", &Float32Array::from(q.to_vec()), 10)
         .expect("nearest")
-        .nprobes(8);
+        .nprobes(nprobes);
     assert_eq!(count(&scanner).await, 10);
 }
 
@@ -130,6 +144,144 @@ pub(crate) async fn statements_table(args: &Args) {
         );
     }
     concurrent_table(args, &ctx, &plain, &ds, &q).await;
+    large_table(args).await;
+}
+
+/// The 1,000,000 × 128 table with its IVF_PQ index (written once, then
+/// reused), registered in `ctx` as `big`; its location.
+async fn large_dataset(args: &Args, ctx: &datafusion::prelude::SessionContext) -> String {
+    let path = args
+        .dir
+        .join(format!("search-vectors-{LARGE_ROWS}x{LARGE_DIM}.lance"));
+    let uri = path.to_string_lossy().to_string();
+    let register = format!("CREATE EXTERNAL TABLE big STORED AS LANCE LOCATION '{uri}'");
+    if exists(&path) {
+        run(ctx, &register).await;
+        return uri;
+    }
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new(
+            "emb",
+            DataType::FixedSizeList(Arc::clone(&item), LARGE_DIM as i32),
+            true,
+        ),
+    ]));
+    const BATCH: usize = 100_000;
+    let (item_of, schema_of) = (Arc::clone(&item), Arc::clone(&schema));
+    let batches = (0..LARGE_ROWS / BATCH).map(move |b| {
+        let rows = (b * BATCH) as u64..((b + 1) * BATCH) as u64;
+        let values = (rows.start * LARGE_DIM as u64..rows.end * LARGE_DIM as u64).map(gauss);
+        let emb = FixedSizeListArray::try_new(
+            Arc::clone(&item_of),
+            LARGE_DIM as i32,
+            Arc::new(Float32Array::from_iter_values(values)),
+            None,
+        )?;
+        RecordBatch::try_new(
+            Arc::clone(&schema_of),
+            vec![
+                Arc::new(Int64Array::from_iter_values(rows.map(|i| i as i64))),
+                Arc::new(emb),
+            ],
+        )
+    });
+    let params = WriteParams {
+        mode: WriteMode::Create,
+        max_rows_per_file: LARGE_ROWS,
+        ..Default::default()
+    };
+    Dataset::write(
+        RecordBatchIterator::new(batches, Arc::clone(&schema)),
+        &uri,
+        Some(params),
+    )
+    .await
+    .expect("write");
+    run(ctx, &register).await;
+    run(
+        ctx,
+        "CREATE INDEX big_pq ON big USING IVF_PQ (emb) WITH (num_partitions = 256, \
+         num_sub_vectors = 16)",
+    )
+    .await;
+    uri
+}
+
+/// One search statement at 1,000,000 × 128 against `Scanner::nearest`, the
+/// whole statement (the goal: ≤ 1.15×).
+async fn large_table(args: &Args) {
+    let ctx = context();
+    let uri = large_dataset(args, &ctx).await;
+    let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
+    let q: Vec<f32> = (0..LARGE_DIM as u64).map(|i| gauss(1 << 41 | i)).collect();
+    let plain = format!(
+        "SELECT id, _distance FROM lance_vector_search('big', 'emb', {}, 10, 'nprobes=20')",
+        vector_literal(&q)
+    );
+    let mut sides = vec![
+        {
+            let (ctx, plain) = (ctx.clone(), plain.clone());
+            side(move || {
+                let (ctx, plain) = (ctx.clone(), plain.clone());
+                async move { assert_eq!(run(&ctx, &plain).await, 10) }
+            })
+        },
+        {
+            let ctx = ctx.clone();
+            side(move || {
+                let ctx = ctx.clone();
+                async move { assert_eq!(run(&ctx, "SELECT 1").await, 1) }
+            })
+        },
+        {
+            let (ds, q) = (Arc::clone(&ds), q.clone());
+            side(move || {
+                let (ds, q) = (Arc::clone(&ds), q.clone());
+                async move { nearest_probing(&ds, &q, 20).await }
+            })
+        },
+    ];
+    let s = interleaved(args.iters, &mut sides).await;
+    println!(
+        "\n## Statements at {LARGE_ROWS} × {LARGE_DIM} (IVF_PQ, 256 partitions, 16 sub-vectors, \
+         nprobes 20, k = 10)\n"
+    );
+    println!(
+        "Each cell: median of {} interleaved runs (min–max) / cores. Ratios: time ÷ Lance's \
+         `Scanner::nearest`, the whole statement, then with DataFusion's floor (`SELECT 1`) \
+         taken off it.\n",
+        args.iters
+    );
+    println!("| statement | time in ms | ÷ Lance | (time − SELECT 1) ÷ Lance |");
+    println!("|---|---|---|---|");
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    for (i, (label, stats)) in [
+        "`SELECT … FROM lance_vector_search('big', 'emb', [128 floats], 10, 'nprobes=20')`",
+        "`SELECT 1`",
+        "Lance `Scanner::nearest`, nprobes 20",
+    ]
+    .iter()
+    .zip(&s)
+    .enumerate()
+    {
+        let less_floor = match i {
+            0 => format!(
+                "{:.2}×",
+                (ms(stats.median) - ms(s[1].median)) / ms(s[2].median)
+            ),
+            _ => "—".to_string(),
+        };
+        println!(
+            "| {label} | {:.2} ({:.2}–{:.2}) / {:.1} | {} | {less_floor} |",
+            ms(stats.median),
+            ms(stats.min),
+            ms(stats.max),
+            stats.cores,
+            ratio(stats, &s[2]),
+        );
+    }
 }
 
 /// `CLIENTS` concurrent clients, each running `PER_CLIENT` searches.
