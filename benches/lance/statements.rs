@@ -211,7 +211,7 @@ async fn large_dataset(args: &Args, ctx: &datafusion::prelude::SessionContext) -
 
 /// One search statement at 1,000,000 × 128 against `Scanner::nearest`, the
 /// whole statement (the goal: ≤ 1.15×).
-async fn large_table(args: &Args) {
+pub(crate) async fn large_table(args: &Args) {
     let ctx = context();
     let uri = large_dataset(args, &ctx).await;
     let ds = Arc::new(Dataset::open(&uri).await.expect("open"));
