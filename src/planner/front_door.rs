@@ -219,7 +219,7 @@ fn read(state: &SessionState, sql: &str, parse_theirs: bool) -> DFResult<Read> {
     // seen here, as DataFusion drops it from a `DELETE`.
     let searches = named_tables(&tokens);
     let travels = may_travel(&tokens) || dialect.supports_table_versioning();
-    let ours = travels || may_be_ours(&tokens) || names_tables(&tokens);
+    let ours = travels || names_ddl(&tokens) || names_tables(&tokens);
     let statement = if ours {
         parse(tokens, dialect.as_ref(), limit)
     } else if parse_theirs {
@@ -304,13 +304,17 @@ async fn plan_ours(state: &SessionState, statement: &DFStatement) -> DFResult<Ou
 /// True when `tokens` hold `MERGE`, `INDEX`, `ALTER`, `CREATE`, `DROP`, `AS OF` or `lance_as_of`: the
 /// only statements worth parsing here.
 fn may_be_ours(tokens: &[TokenWithSpan]) -> bool {
-    may_travel(tokens)
-        || tokens.iter().any(|token| {
-            matches!(&token.token, Token::Word(word) if matches!(
-                word.keyword,
-                Keyword::MERGE | Keyword::INDEX | Keyword::ALTER | Keyword::CREATE | Keyword::DROP
-            ))
-        })
+    may_travel(tokens) || names_ddl(tokens)
+}
+
+/// True when `tokens` hold `MERGE`, `INDEX`, `ALTER`, `CREATE` or `DROP`.
+fn names_ddl(tokens: &[TokenWithSpan]) -> bool {
+    tokens.iter().any(|token| {
+        matches!(&token.token, Token::Word(word) if matches!(
+            word.keyword,
+            Keyword::MERGE | Keyword::INDEX | Keyword::ALTER | Keyword::CREATE | Keyword::DROP
+        ))
+    })
 }
 
 /// True when `tokens` hold `AS OF` or `lance_as_of`: a statement without
