@@ -124,25 +124,8 @@ pub(crate) async fn statements_table(args: &Args) {
         "Lance `Scanner::nearest`, nprobes 8",
         "`SELECT 1` through DataFusion's `SessionContext::sql` (no front door)",
     ];
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    for (i, (label, stats)) in labels.iter().zip(&s).enumerate() {
-        // The floor taken off the searches through SQL only.
-        let less_floor = match i {
-            0..=2 => format!(
-                "{:.2}×",
-                (ms(stats.median) - ms(s[3].median)) / ms(s[4].median)
-            ),
-            _ => "—".to_string(),
-        };
-        println!(
-            "| {label} | {:.2} ({:.2}–{:.2}) / {:.1} | {} | {less_floor} |",
-            ms(stats.median),
-            ms(stats.min),
-            ms(stats.max),
-            stats.cores,
-            ratio(stats, &s[4]),
-        );
-    }
+    // The floor taken off the searches through SQL only.
+    print_rows(&labels, &s, 0..=2, 3, 4);
     concurrent_table(args, &ctx, &plain, &ds, &q).await;
     large_table(args).await;
 }
@@ -256,22 +239,31 @@ pub(crate) async fn large_table(args: &Args) {
     );
     println!("| statement | time in ms | ÷ Lance | (time − SELECT 1) ÷ Lance |");
     println!("|---|---|---|---|");
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    for (i, (label, stats)) in [
+    let labels = [
         "`SELECT … FROM lance_vector_search('big', 'emb', [128 floats], 10, 'nprobes=20')`",
         "`SELECT 1`",
         "Lance `Scanner::nearest`, nprobes 20",
-    ]
-    .iter()
-    .zip(&s)
-    .enumerate()
-    {
-        let less_floor = match i {
-            0 => format!(
+    ];
+    print_rows(&labels, &s, 0..=0, 1, 2);
+}
+
+/// One table row per side: time, ratio to side `lance`, and for the
+/// `searches` the ratio with side `floor`'s median (`SELECT 1`) taken off.
+fn print_rows(
+    labels: &[&str],
+    s: &[Stats],
+    searches: std::ops::RangeInclusive<usize>,
+    floor: usize,
+    lance: usize,
+) {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    for (i, (label, stats)) in labels.iter().zip(s).enumerate() {
+        let less_floor = match searches.contains(&i) {
+            true => format!(
                 "{:.2}×",
-                (ms(stats.median) - ms(s[1].median)) / ms(s[2].median)
+                (ms(stats.median) - ms(s[floor].median)) / ms(s[lance].median)
             ),
-            _ => "—".to_string(),
+            false => "—".to_string(),
         };
         println!(
             "| {label} | {:.2} ({:.2}–{:.2}) / {:.1} | {} | {less_floor} |",
@@ -279,7 +271,7 @@ pub(crate) async fn large_table(args: &Args) {
             ms(stats.min),
             ms(stats.max),
             stats.cores,
-            ratio(stats, &s[2]),
+            ratio(stats, &s[lance]),
         );
     }
 }
